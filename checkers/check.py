@@ -1,0 +1,122 @@
+"""`mqchaos check`: check runs in one Spark job, write check.json into each."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from checkers import analysis as A
+from checkers.history import HistoryError, Run, load, open_runs, run_ids
+
+EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
+
+
+def _rule(run: Run, override: str | None) -> str:
+    rule = override or run.meta.get("ordering") or "none"
+    if rule not in A.ORDERINGS:
+        raise HistoryError(f"run.json: ordering must be one of {', '.join(A.ORDERINGS)}, not {rule!r}")
+    return rule
+
+
+def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
+               threshold: float = 1.0) -> dict[str, dict]:
+    """The checker as a function: {run dir: result}. Writes nothing."""
+    if not runs:
+        return {}
+    ids = run_ids(spark, runs)
+    rules = {rid: _rule(run, ordering) for rid, run in ids.items()}
+    produce = load(spark, runs, "produce")
+    consume = load(spark, runs, "consume")
+    ident = A.identity(produce, consume)
+    order = A.ordering(produce, consume, rules) if consume is not None else {}
+    unav = A.unavailable(produce, threshold)
+    unknown = set(ident) | set(order) | set(unav)
+    unknown -= set(ids)
+    if unknown:
+        raise HistoryError("Spark read history files it cannot attribute to a run directory "
+                           f"(unusual characters in a path?): {len(unknown)} run ids")
+    results = {}
+    for rid, run in ids.items():
+        d = ident.get(rid) or {k: 0 for k in A.COUNT_FIELDS} | {"samples": {k: [] for k in A.ANOMALY_KINDS}}
+        d["malformed_lines"] += sum((run.parquet_malformed or {}).values())
+        o = order.get(rid, {"ordering_violations": 0, "samples": []})
+        d["ordering"] = rules[rid]
+        d["ordering_violations"] = o["ordering_violations"]
+        d["samples"]["ordering"] = o["samples"]
+        d["unavailable"] = unav.get(rid, [])
+        d["unavailable_s"] = round(sum(z - a for a, z in d["unavailable"]), 3)
+        d["unavailable_threshold_s"] = threshold
+        d["valid"], d["reason"] = A.verdict(d)
+        d["run_dir"] = run.dir
+        d["source"] = "parquet" if run.parquet_malformed is not None else "jsonl"
+        results[run.dir] = d
+    return results
+
+
+def _table(rows: list[tuple]) -> str:
+    head = ("run", "attempted", "ok", "fail", "info", "lost", "dup", "unexp", "recov",
+            "order", "unavail_s", "malformed", "valid")
+    cells = [head] + [tuple(str(x) for x in r) for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))) for r in cells)
+
+
+def exit_code(results: list[dict], errors: int) -> int:
+    if errors:
+        return EXIT_UNKNOWN
+    if any(r["valid"] is False for r in results):
+        return EXIT_INVALID
+    if any(r["valid"] is None for r in results):
+        return EXIT_UNKNOWN
+    return EXIT_VALID
+
+
+def main(paths: list[str], *, ordering: str | None = None, master: str | None = None,
+         threshold: float = 1.0, prefer_parquet: bool = True, out=None) -> int:
+    out = out or sys.stdout
+    runs, errors = open_runs(paths, prefer_parquet=prefer_parquet)
+    for p, e in errors:
+        print(f"error: {p}: {e}", file=sys.stderr)
+    if not runs:
+        return EXIT_UNKNOWN
+    from checkers.spark import session
+
+    t0 = time.monotonic()
+    spark = session(master, "mqchaos-check")
+    try:
+        results = check_runs(spark, runs, ordering=ordering, threshold=threshold)
+    except HistoryError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    elapsed = round(time.monotonic() - t0, 2)
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    rows = []
+    for run_dir, d in results.items():
+        d["checked_at"], d["check_seconds"] = now, elapsed
+        Path(run_dir, "check.json").write_text(json.dumps(d, indent=1, ensure_ascii=False) + "\n")
+        valid = {True: "yes", False: "NO", None: "unknown"}[d["valid"]]
+        rows.append((run_dir, d["attempted"], d["ok"], d["fail"], d["info"], d["lost"], d["duplicated"],
+                     d["unexpected"], d["recovered"], d["ordering_violations"], d["unavailable_s"],
+                     d["malformed_lines"], valid))
+    print(_table(rows), file=out)
+    print(f"checked {len(results)} run(s) in {elapsed} s; check.json written in each", file=out)
+    return exit_code(list(results.values()), len(errors))
+
+
+def convert_main(paths: list[str], master: str | None = None) -> int:
+    from checkers.history import convert
+    from checkers.spark import session
+
+    spark = session(master, "mqchaos-convert")
+    code = 0
+    for p in paths:
+        try:
+            meta = convert(spark, p)
+            print(f"{p}: parquet written (malformed lines skipped: {meta['malformed']})")
+        except HistoryError as e:
+            print(f"error: {e}", file=sys.stderr)
+            code = EXIT_UNKNOWN
+    return code

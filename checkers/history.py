@@ -1,0 +1,182 @@
+"""Find run directories and load their histories into Spark DataFrames.
+
+Many runs are read in one scan: each row carries `run`, a 64-bit hash of its
+run directory, recovered from the file path Spark read it from.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession, functions as F
+
+from checkers import schema as S
+
+PARQUET_DIR = "history/parquet"
+META = "_meta.json"
+
+
+class HistoryError(Exception):
+    """A run directory that cannot be checked (missing, no produce history...)."""
+
+
+@dataclass
+class Run:
+    dir: str                       # absolute, as given (links kept: Spark sees the same path)
+    produce: list[str]
+    consume: list[str]
+    meta: dict = field(default_factory=dict)        # run.json
+    parquet_malformed: dict | None = None           # set when the Parquet copy is read
+
+    @property
+    def name(self) -> str:
+        return self.dir
+
+    def files(self, kind: str) -> list[str]:
+        return self.produce if kind == "produce" else self.consume
+
+
+def _jsonl(run_dir: Path, kind: str) -> list[str]:
+    return sorted(str(p) for p in (run_dir / "history").glob(f"{kind}*.jsonl") if p.is_file())
+
+
+def _parquet_fresh(run_dir: Path, jsonl: list[str]) -> dict | None:
+    meta = run_dir / PARQUET_DIR / META
+    if not meta.is_file():
+        return None
+    newest = max((os.path.getmtime(f) for f in jsonl), default=0.0)
+    if os.path.getmtime(meta) < newest:
+        return None  # the JSONL grew after the conversion: it is the record
+    try:
+        return json.loads(meta.read_text())
+    except ValueError:
+        return None
+
+
+def _is_run(p: Path) -> bool:
+    return (p / "history").is_dir()
+
+
+def discover(paths: list[str]) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Expand arguments into run directories; a directory that is not itself a
+    run is searched for runs below it (so `results/` works)."""
+    found: list[Path] = []
+    errors: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def add(p: Path):
+        real = os.path.realpath(p)
+        if real not in seen:  # `latest` links name runs a second time
+            seen.add(real)
+            found.append(Path(os.path.abspath(p)))
+
+    for arg in paths:
+        p = Path(arg)
+        if not p.exists():
+            errors.append((arg, "no such run directory"))
+        elif not p.is_dir():
+            errors.append((arg, "not a directory"))
+        elif _is_run(p):
+            add(p)
+        else:
+            below = sorted(h.parent for h in p.rglob("history") if h.is_dir()
+                           and not any(part == "parquet" for part in h.parts[-2:]))
+            if not below:
+                errors.append((arg, "no history/ directory in it or below it"))
+            for r in below:
+                add(r)
+    return found, errors
+
+
+def open_runs(paths: list[str], prefer_parquet: bool = True) -> tuple[list[Run], list[tuple[str, str]]]:
+    dirs, errors = discover(paths)
+    runs = []
+    for d in dirs:
+        produce, consume = _jsonl(d, "produce"), _jsonl(d, "consume")
+        if not produce:
+            errors.append((str(d), "no history/produce*.jsonl file"))
+            continue
+        meta = {}
+        if (d / "run.json").is_file():
+            try:
+                meta = json.loads((d / "run.json").read_text())
+            except ValueError as e:
+                errors.append((str(d), f"run.json is not valid JSON: {e}"))
+                continue
+        run = Run(str(d), produce, consume, meta)
+        pq = _parquet_fresh(d, produce + consume) if prefer_parquet else None
+        if pq is not None:
+            run.parquet_malformed = pq.get("malformed", {})
+            run.produce = [str(d / PARQUET_DIR / "produce")]
+            run.consume = [str(d / PARQUET_DIR / "consume")] if consume else []
+        runs.append(run)
+    return runs, errors
+
+
+# Spark reports paths as URIs (file:/a%20b/...); decode them back to the
+# strings Python globbed, leaving '+' alone (url_decode would make it a space).
+def _run_key(col):
+    path = F.regexp_replace(col, r"^file:(//)?", "")
+    path = F.url_decode(F.regexp_replace(path, r"\+", "%2B"))
+    return F.regexp_extract(path, r"^(.*)/history/", 1)
+
+
+def run_ids(spark: SparkSession, runs: list[Run]) -> dict[int, Run]:
+    """Map each run's hash, as computed in Spark, to the run."""
+    df = spark.createDataFrame([(r.dir,) for r in runs], "dir string")
+    rows = df.select("dir", F.xxhash64("dir").alias("id")).collect()
+    by_dir = {r.dir: r for r in runs}
+    return {row.id: by_dir[row.dir] for row in rows}
+
+
+def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
+    """All runs' records of one kind, with `run` (id) and `_bad` (malformed line)."""
+    schema, required = S.KINDS[kind]
+    json_files = [f for r in runs if r.parquet_malformed is None for f in r.files(kind)]
+    pq_files = [f for r in runs if r.parquet_malformed is not None for f in r.files(kind)]
+    parts = []
+    if json_files:
+        df = (spark.read.schema(S.with_corrupt(schema))
+              .option("mode", "PERMISSIVE")
+              .option("columnNameOfCorruptRecord", S.CORRUPT)
+              .json(json_files))
+        bad = F.col(S.CORRUPT).isNotNull()
+        for c in required:
+            bad = bad | F.col(c).isNull()
+        if kind == "produce":
+            bad = bad | ~F.col("outcome").isin(*S.OUTCOMES)
+        parts.append(df.withColumn("_bad", F.coalesce(bad, F.lit(True))).drop(S.CORRUPT)
+                     .withColumn("_path", F.col("_metadata.file_path")))
+    if pq_files:
+        df = spark.read.schema(schema).parquet(*pq_files)
+        parts.append(df.withColumn("_bad", F.lit(False))
+                     .withColumn("_path", F.col("_metadata.file_path")))
+    if not parts:
+        return None
+    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    return df.withColumn("run", F.xxhash64(_run_key(F.col("_path")))).drop("_path")
+
+
+def convert(spark: SparkSession, run_dir: str) -> dict:
+    """Write the run's history as Parquet next to the JSONL, once, after the run."""
+    runs, errors = open_runs([run_dir], prefer_parquet=False)
+    if errors:
+        raise HistoryError("; ".join(f"{p}: {e}" for p, e in errors))
+    (run,) = runs
+    out = Path(run.dir) / PARQUET_DIR
+    malformed = {}
+    for kind in ("produce", "consume"):
+        df = load(spark, [run], kind)
+        if df is None:
+            malformed[kind] = 0
+            continue
+        df = df.cache()
+        malformed[kind] = df.filter("_bad").count()
+        (df.filter(~F.col("_bad")).drop("_bad", "run")
+         .write.mode("overwrite").parquet(str(out / kind)))
+        df.unpersist()
+    meta = {"malformed": malformed, "source": [os.path.basename(f) for f in run.produce + run.consume]}
+    (out / META).write_text(json.dumps(meta, indent=1))
+    return meta

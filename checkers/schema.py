@@ -1,0 +1,42 @@
+"""The history's typed schemas (explicit: Spark never infers them).
+
+docs/history.md is the human-readable contract; this is the machine one.
+"""
+from pyspark.sql import types as T
+
+CORRUPT = "_corrupt"
+
+PRODUCE = T.StructType([
+    T.StructField("msg_id", T.StringType()),
+    T.StructField("producer", T.StringType()),
+    T.StructField("seq", T.LongType()),
+    T.StructField("outcome", T.StringType()),
+    T.StructField("t_invoke", T.DoubleType()),
+    T.StructField("t_complete", T.DoubleType()),
+    T.StructField("node", T.StringType()),
+    T.StructField("error", T.StringType()),
+])
+
+CONSUME = T.StructType([
+    T.StructField("msg_id", T.StringType()),
+    T.StructField("consumer", T.StringType()),
+    T.StructField("t", T.DoubleType()),
+    T.StructField("redelivered", T.BooleanType()),
+    T.StructField("source", T.StringType()),
+    T.StructField("offset", T.LongType()),
+    T.StructField("node", T.StringType()),
+    T.StructField("producer", T.StringType()),
+    T.StructField("seq", T.LongType()),
+])
+
+# A line missing any of these (or mistyping any field) cannot be checked: it
+# is counted in malformed_lines and skipped.
+PRODUCE_REQUIRED = ("msg_id", "producer", "seq", "outcome", "t_invoke", "t_complete")
+CONSUME_REQUIRED = ("msg_id", "consumer", "t", "redelivered")
+OUTCOMES = ("ok", "fail", "info")
+
+KINDS = {"produce": (PRODUCE, PRODUCE_REQUIRED), "consume": (CONSUME, CONSUME_REQUIRED)}
+
+
+def with_corrupt(schema: T.StructType) -> T.StructType:
+    return T.StructType(schema.fields + [T.StructField(CORRUPT, T.StringType())])

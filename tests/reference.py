@@ -1,0 +1,155 @@
+"""An independent, plain-Python reading of the checker's definitions.
+
+Used only by the tests, to compare with the Spark checker on the same files.
+It parses each JSONL line itself and works message by message.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+from collections import defaultdict
+from pathlib import Path
+
+RANK = {"fail": 1, "info": 2, "ok": 3}
+
+
+def _num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _str(v):
+    return isinstance(v, str)
+
+
+PRODUCE_TYPES = {"msg_id": _str, "producer": _str, "seq": _int, "outcome": _str,
+                 "t_invoke": _num, "t_complete": _num}
+CONSUME_TYPES = {"msg_id": _str, "consumer": _str, "t": _num, "redelivered": lambda v: isinstance(v, bool)}
+OPTIONAL = {"source": _str, "offset": _int, "node": _str, "producer": _str, "seq": _int, "error": _str}
+
+
+def _read(run_dir: Path, kind: str):
+    types = PRODUCE_TYPES if kind == "produce" else CONSUME_TYPES
+    good, bad = [], 0
+    for f in sorted((run_dir / "history").glob(f"{kind}*.jsonl")):
+        for line in f.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                bad += 1
+                continue
+            ok = isinstance(rec, dict) and all(
+                rec.get(k) is not None and check(rec[k]) for k, check in types.items())
+            ok = ok and all(rec.get(k) is None or check(rec[k]) for k, check in OPTIONAL.items()
+                            if k not in types)
+            if ok and kind == "produce":
+                ok = rec["outcome"] in RANK
+            if ok:
+                good.append(rec)
+            else:
+                bad += 1
+    return good, bad
+
+
+def check(run_dir, ordering="none", threshold=1.0) -> dict:
+    run_dir = Path(run_dir)
+    produce, bad_p = _read(run_dir, "produce")
+    consume, bad_c = _read(run_dir, "consume")
+
+    best: dict[str, int] = {}
+    producers: dict[str, set] = defaultdict(set)
+    writer: dict[str, tuple] = {}
+    for r in produce:
+        best[r["msg_id"]] = max(best.get(r["msg_id"], 0), RANK[r["outcome"]])
+        producers[r["msg_id"]].add(r["producer"])
+        writer.setdefault(r["msg_id"], (r["producer"], r["seq"]))
+    dlv: dict[str, int] = defaultdict(int)
+    for r in consume:
+        dlv[r["msg_id"]] += 1
+
+    ids = set(best) | set(dlv)
+    kinds = {
+        "lost": sorted(m for m in best if best[m] == 3 and dlv[m] == 0),
+        "unexpected": sorted(m for m in dlv if m not in best),
+        "duplicated": sorted(m for m in ids if dlv[m] > 1),
+        "recovered": sorted(m for m in best if best[m] in (1, 2) and dlv[m] > 0),
+        "recovered_fail": sorted(m for m in best if best[m] == 1 and dlv[m] > 0),
+        "id_conflicts": sorted(m for m in producers if len(producers[m]) > 1),
+    }
+    out = {k: len(v) for k, v in kinds.items()}
+    out["samples"] = {k: v[:20] for k, v in kinds.items()}
+    out.update(
+        attempted=len(best),
+        ok=sum(1 for v in best.values() if v == 3),
+        info=sum(1 for v in best.values() if v == 2),
+        fail=sum(1 for v in best.values() if v == 1),
+        produce_records=len(produce),
+        delivered=sum(1 for m in ids if dlv[m] > 0),
+        deliveries=len(consume),
+        duplicate_deliveries=sum(n - 1 for n in dlv.values() if n > 1),
+        malformed_lines=bad_p + bad_c,
+    )
+    viol = _ordering(consume, writer, ordering)
+    out["ordering_violations"] = len(viol)
+    out["samples"]["ordering"] = [m for _, m in sorted(viol)[:20]]
+    out["unavailable"] = _unavailable(produce, threshold)
+    return out
+
+
+def _ordering(consume, writer, rule):
+    if rule == "none":
+        return []
+    groups = defaultdict(list)
+    for r in consume:
+        prod, seq = r.get("producer"), r.get("seq")
+        if prod is None or seq is None:
+            if r["msg_id"] not in writer:
+                continue
+            prod, seq = writer[r["msg_id"]]
+        if rule != "strict" and r["redelivered"]:
+            continue
+        if rule == "monotonic":
+            lane = r.get("source") if r.get("offset") is not None else None
+            key = (prod, r["consumer"], lane)
+        else:
+            key = (prod, r.get("source") or "")
+        off = r.get("offset")
+        groups[key].append(((off is None, off or 0, r["t"], seq), seq, r["t"], r["msg_id"]))
+    viol = []
+    for rows in groups.values():
+        rows.sort(key=lambda x: x[0])
+        high = None
+        for _, seq, t, mid in rows:
+            if high is not None and seq < high:
+                viol.append((t, mid))
+            high = seq if high is None else max(high, seq)
+    return viol
+
+
+def _unavailable(produce, threshold):
+    oks = sorted(r["t_complete"] for r in produce if r["outcome"] == "ok")
+    gaps = {}
+    for r in produce:
+        if r["outcome"] == "ok":
+            continue
+        i = bisect.bisect_right(oks, r["t_complete"])
+        prev = oks[i - 1] if i else None
+        a, z = gaps.get(prev, (r["t_invoke"], r["t_complete"]))
+        gaps[prev] = (min(a, r["t_invoke"]), max(z, r["t_complete"]))
+    ivs = []
+    for prev, (a, z) in gaps.items():
+        start = a if prev is None else max(prev, a)
+        if z - start >= threshold:
+            ivs.append([start, z])
+    merged = []
+    for a, z in sorted(ivs):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], z)
+        else:
+            merged.append([a, z])
+    return [[round(a, 6), round(z, 6)] for a, z in merged]

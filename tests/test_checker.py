@@ -1,0 +1,243 @@
+"""The Spark checker against planted anomalies and against the reference."""
+import json
+import random
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import reference
+import synth
+from checkers.check import check_runs
+from checkers.history import open_runs
+from harness.cli import main as cli
+
+pytestmark = pytest.mark.spark
+
+COMPARED = ("attempted", "ok", "fail", "info", "produce_records", "delivered", "deliveries", "lost",
+            "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
+            "id_conflicts", "malformed_lines", "ordering_violations", "unavailable")
+
+
+def run_checker(spark, dirs, ordering=None, threshold=1.0, parquet=True):
+    runs, errors = open_runs([str(d) for d in dirs], prefer_parquet=parquet)
+    assert not errors
+    return check_runs(spark, runs, ordering=ordering, threshold=threshold)
+
+
+def agree(got: dict, ref: dict):
+    for k in COMPARED:
+        assert got[k] == ref[k], (k, got[k], ref[k])
+    for k, ids in ref["samples"].items():
+        assert got["samples"][k] == ids, k
+
+
+def test_planted_anomalies_are_counted_exactly(spark, tmp_path):
+    rng = random.Random(7)
+    produce, consume, bad, planted = synth.build(rng, producers=3, per_producer=200, lost=9,
+                                                 duplicated=5, unexpected=4, reordered=2, malformed=3)
+    d = synth.write_run(tmp_path / "r", produce, consume, malformed_produce=bad, files=3)
+    res = run_checker(spark, [d], ordering="monotonic")[str(d)]
+    assert res["lost"] == 9 and set(res["samples"]["lost"]) == planted.lost
+    assert res["duplicated"] == 5 and set(res["samples"]["duplicated"]) == planted.duplicated
+    assert res["duplicate_deliveries"] == 5
+    assert res["unexpected"] == 4 and set(res["samples"]["unexpected"]) == planted.unexpected
+    assert set(res["samples"]["recovered"]) == planted.recovered
+    assert res["malformed_lines"] == 3
+    assert res["ordering_violations"] >= 2
+    assert planted.reordered <= set(res["samples"]["ordering"])
+    assert res["attempted"] == 600 and res["ok"] + res["fail"] + res["info"] == 600
+    assert res["valid"] is False
+    agree(res, reference.check(d, "monotonic"))
+
+
+def test_clean_history_is_valid_under_every_rule(spark, tmp_path):
+    produce, consume, _, _ = synth.build(random.Random(1), producers=2, per_producer=100, consumers=2)
+    d = synth.write_run(tmp_path / "clean", produce, consume)
+    for rule in ("none", "fifo", "monotonic", "strict"):
+        res = run_checker(spark, [d], ordering=rule)[str(d)]
+        assert res["valid"] is True, (rule, res["reason"])
+        assert res["lost"] == res["unexpected"] == res["ordering_violations"] == 0
+
+
+def test_many_runs_in_one_job_are_told_apart(spark, tmp_path):
+    dirs, refs = [], []
+    for i in range(4):
+        produce, consume, _, _ = synth.build(random.Random(i), per_producer=40, lost=i, unexpected=3 - i)
+        dirs.append(synth.write_run(tmp_path / f"run {i}+ü" / "2026-11-22T10-00-00Z", produce, consume))
+    res = run_checker(spark, dirs)
+    for i, d in enumerate(dirs):
+        assert res[str(d)]["lost"] == i and res[str(d)]["unexpected"] == 3 - i
+        agree(res[str(d)], reference.check(d))
+
+
+def test_unavailable_interval_of_an_outage(spark, tmp_path):
+    produce, consume, _, _ = synth.build(random.Random(3), producers=2, per_producer=100,
+                                         p_fail=0, p_info=0, outage=(3.0, 6.0))
+    d = synth.write_run(tmp_path / "o", produce, consume)
+    res = run_checker(spark, [d])[str(d)]
+    assert len(res["unavailable"]) == 1
+    a, z = res["unavailable"][0]
+    assert 2.9 < a <= 3.0 and 5.9 < z <= 6.0
+    assert res["unavailable_s"] == pytest.approx(z - a, abs=1e-3)
+    agree(res, reference.check(d))
+    # Below the threshold, nothing is reported.
+    assert run_checker(spark, [d], threshold=10)[str(d)]["unavailable"] == []
+
+
+def test_empty_consume_log_loses_every_confirmed_message(spark, tmp_path):
+    produce, _, _, _ = synth.build(random.Random(4), per_producer=30)
+    d = synth.write_run(tmp_path / "e", produce, [])
+    res = run_checker(spark, [d], ordering="fifo")[str(d)]
+    assert res["lost"] == res["ok"] > 0 and res["delivered"] == 0 and res["valid"] is False
+    agree(res, reference.check(d, "fifo"))
+
+
+def test_truncated_last_line_is_counted_not_fatal(spark, tmp_path):
+    produce, consume, _, _ = synth.build(random.Random(5), per_producer=30)
+    d = synth.write_run(tmp_path / "t", produce, consume, truncate_last=True)
+    res = run_checker(spark, [d])[str(d)]
+    assert res["malformed_lines"] == 2  # the last line of each kind's file
+    agree(res, reference.check(d))
+
+
+def test_unicode_and_ids_shared_across_producers(spark, tmp_path):
+    produce = [
+        {"msg_id": "сообщение-1", "producer": "生产者", "seq": 0, "outcome": "ok", "t_invoke": 0.0,
+         "t_complete": 0.1, "node": "ラビット1", "error": None},
+        {"msg_id": "dup-id", "producer": "a", "seq": 0, "outcome": "ok", "t_invoke": 0.0,
+         "t_complete": 0.1, "node": "n", "error": None},
+        {"msg_id": "dup-id", "producer": "b", "seq": 0, "outcome": "fail", "t_invoke": 0.0,
+         "t_complete": 0.1, "node": "n", "error": "nack"},
+    ]
+    consume = [{"msg_id": "сообщение-1", "consumer": "消费者", "t": 1.0, "redelivered": False,
+                "source": "очередь", "offset": None, "node": "n", "producer": "生产者", "seq": 0}]
+    d = synth.write_run(tmp_path / "u", produce, consume)
+    res = run_checker(spark, [d])[str(d)]
+    assert res["id_conflicts"] == 1 and res["samples"]["id_conflicts"] == ["dup-id"]
+    assert res["valid"] is None  # a history that breaks its contract is not judged
+    assert res["lost"] == 1  # dup-id: confirmed by one attempt, never delivered
+    agree(res, reference.check(d))
+
+
+@pytest.mark.parametrize("rule,deliveries,expected", [
+    # (seq, redelivered, consumer, t): a redelivered message going back is fine but under strict.
+    ("fifo", [(0, False, "c", 1), (2, False, "c", 2), (1, True, "c", 3)], 0),
+    ("strict", [(0, False, "c", 1), (2, False, "c", 2), (1, True, "c", 3)], 1),
+    # Gaps are allowed; going back is not.
+    ("monotonic", [(0, False, "c", 1), (5, False, "c", 2), (3, False, "c", 3), (4, False, "c", 4)], 2),
+    # Monotonic is per consumer: interleaving across consumers is fine...
+    ("monotonic", [(0, False, "c1", 1), (2, False, "c2", 2), (1, False, "c1", 3)], 0),
+    # ...but FIFO on one queue is not.
+    ("fifo", [(0, False, "c1", 1), (2, False, "c2", 2), (1, False, "c1", 3)], 1),
+    # Equal seq (a duplicate) is not "going back".
+    ("strict", [(0, False, "c", 1), (1, False, "c", 2), (1, True, "c", 3), (2, False, "c", 4)], 0),
+    ("none", [(3, False, "c", 1), (1, False, "c", 2)], 0),
+])
+def test_ordering_rules(spark, tmp_path, rule, deliveries, expected):
+    produce = [{"msg_id": f"m{i}", "producer": "p", "seq": i, "outcome": "ok", "t_invoke": i * 0.1,
+                "t_complete": i * 0.1 + 0.01, "node": "n", "error": None} for i in range(6)]
+    consume = [{"msg_id": f"m{s}", "consumer": c, "t": t, "redelivered": r, "source": "q",
+                "offset": None, "node": "n", "producer": "p", "seq": s} for s, r, c, t in deliveries]
+    d = synth.write_run(tmp_path / "o", produce, consume)
+    res = run_checker(spark, [d], ordering=rule)[str(d)]
+    assert res["ordering_violations"] == expected
+    agree(res, reference.check(d, rule))
+
+
+def test_kafka_ordering_follows_offsets_not_arrival(spark, tmp_path):
+    produce = [{"msg_id": f"m{i}", "producer": "p", "seq": i, "outcome": "ok", "t_invoke": i,
+                "t_complete": i + 0.5, "node": "k1", "error": None} for i in range(4)]
+    # Arrival times are scrambled (two consumers, re-reads) but the log is in order...
+    consume = [{"msg_id": f"m{i}", "consumer": "c", "t": 10 - i, "redelivered": False, "source": "t:0",
+                "offset": i, "node": "k1"} for i in range(4)]  # no producer/seq: taken from the produce log
+    d = synth.write_run(tmp_path / "k", produce, consume)
+    assert run_checker(spark, [d], ordering="fifo")[str(d)]["ordering_violations"] == 0
+    # ...whereas a retry that landed m1 after m2 in the log is a violation.
+    consume[1]["offset"], consume[2]["offset"] = 2, 1
+    d2 = synth.write_run(tmp_path / "k2", produce, consume)
+    res = run_checker(spark, [d2], ordering="fifo")[str(d2)]
+    assert res["ordering_violations"] == 1 and res["samples"]["ordering"] == ["m1"]
+    agree(res, reference.check(d2, "fifo"))
+
+
+def test_parquet_copy_gives_the_same_answer(spark, tmp_path):
+    from checkers.history import convert
+
+    produce, consume, bad, _ = synth.build(random.Random(9), per_producer=80, lost=3, duplicated=2,
+                                           unexpected=1, malformed=2, outage=(2.0, 4.0))
+    d = synth.write_run(tmp_path / "p", produce, consume, malformed_consume=bad)
+    from_json = run_checker(spark, [d], parquet=False)[str(d)]
+    meta = convert(spark, str(d))
+    assert meta["malformed"] == {"produce": 0, "consume": 2}
+    from_pq = run_checker(spark, [d])[str(d)]
+    assert from_pq["source"] == "parquet" and from_json["source"] == "jsonl"
+    for k in COMPARED:
+        assert from_pq[k] == from_json[k], k
+
+
+# Property: on any history, Spark and the reference agree exactly.
+record_t = st.integers(0, 40).map(lambda x: x / 4)  # coarse times make ties
+
+
+@st.composite
+def histories(draw):
+    n_prod = draw(st.integers(1, 3))
+    produce, consume = [], []
+    for p in range(n_prod):
+        for seq in range(draw(st.integers(0, 12))):
+            mid = draw(st.sampled_from([f"p{p}-{seq}", f"p{p}-{seq}", f"p{p}-{seq}", f"shared-{seq}"]))
+            t0 = draw(record_t)
+            produce.append({"msg_id": mid, "producer": f"p{p}", "seq": seq,
+                            "outcome": draw(st.sampled_from(["ok", "ok", "ok", "fail", "info"])),
+                            "t_invoke": t0, "t_complete": t0 + draw(record_t), "node": "n", "error": None})
+    ids = [r["msg_id"] for r in produce] + ["ghost-1", "ghost-2"]
+    for _ in range(draw(st.integers(0, 30))):
+        mid = draw(st.sampled_from(ids))
+        writer = next((r for r in produce if r["msg_id"] == mid), None)
+        kafka = draw(st.booleans())
+        consume.append({"msg_id": mid, "consumer": draw(st.sampled_from(["c1", "c2"])),
+                        "t": draw(record_t), "redelivered": draw(st.booleans()),
+                        "source": draw(st.sampled_from(["q", "t:0", "t:1"])),
+                        "offset": draw(st.integers(0, 20)) if kafka else None, "node": "n",
+                        "producer": writer["producer"] if writer and draw(st.booleans()) else None,
+                        "seq": writer["seq"] if writer else None})
+    bad = draw(st.lists(st.sampled_from(['{"msg_id": "tr', "{}", "[", '{"msg_id": 1}']), max_size=2))
+    return produce, consume, bad
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(hs=st.lists(histories(), min_size=1, max_size=3),
+       rule=st.sampled_from(["none", "fifo", "monotonic", "strict"]),
+       threshold=st.sampled_from([0.0, 1.0, 3.0]))
+def test_spark_agrees_with_reference(spark, tmp_path_factory, hs, rule, threshold):
+    base = tmp_path_factory.mktemp("prop")
+    dirs = [synth.write_run(base / f"r{i}", p, c, malformed_produce=b[:1], malformed_consume=b[1:])
+            for i, (p, c, b) in enumerate(hs)]
+    res = run_checker(spark, dirs, ordering=rule, threshold=threshold)
+    for d in dirs:
+        agree(res[str(d)], reference.check(d, rule, threshold))
+
+
+def test_cli_writes_check_json_and_exit_codes(spark, tmp_path):
+    produce, consume, _, _ = synth.build(random.Random(2), per_producer=20)
+    good = synth.write_run(tmp_path / "good", produce, consume, meta={"ordering": "fifo"})
+    lossy = synth.write_run(tmp_path / "lossy", *synth.build(random.Random(2), per_producer=20, lost=2)[:2])
+    runner = CliRunner()
+    r = runner.invoke(cli, ["check", str(good)])
+    assert r.exit_code == 0, r.output
+    check = json.loads((good / "check.json").read_text())
+    assert check["valid"] is True and check["ordering"] == "fifo"
+    r = runner.invoke(cli, ["check", str(good), str(lossy)])
+    assert r.exit_code == 1 and "lossy" in r.output
+    assert json.loads((lossy / "check.json").read_text())["lost"] == 2
+    # A missing run or a run without a produce log: a clear error, exit 2.
+    r = runner.invoke(cli, ["check", str(tmp_path / "nope")])
+    assert r.exit_code == 2 and "no such run directory" in r.output
+    (tmp_path / "noproduce" / "history").mkdir(parents=True)
+    r = runner.invoke(cli, ["check", str(tmp_path / "noproduce")])
+    assert r.exit_code == 2 and "no history/produce" in r.output
+    # A results tree is searched for runs.
+    r = runner.invoke(cli, ["check", "--ordering", "none", str(tmp_path)])
+    assert r.exit_code == 2  # the run without produce log is an error
+    assert "good" in r.output and "lossy" in r.output
