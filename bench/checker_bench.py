@@ -1,0 +1,270 @@
+"""Benchmark of the checker: PySpark vs an in-memory Python loop vs DuckDB.
+
+    make bench                       # 1M, 10M, 50M attempts
+    make bench BENCH_ARGS="--sizes 1e6 --python-max 1e7"
+
+Synthetic histories with planted anomalies are written once as Parquet (the
+layout `mqchaos convert` writes) under bench/data/, then every engine reads
+the same files in its own process. All must report identical counts. Results
+go to bench/results/checker-<timestamp>.json and .md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parent
+DATA = ROOT / "data"
+KEYS = ("attempted", "ok", "fail", "info", "delivered", "deliveries", "lost", "duplicated",
+        "duplicate_deliveries", "unexpected", "recovered", "ordering_violations")
+
+
+def _prefixed(prefix: str, values: np.ndarray) -> pa.Array:
+    return pc.binary_join_element_wise(pa.scalar(prefix), pa.array(values).cast(pa.string()), "")
+
+
+def _ids(producer: np.ndarray, seq: np.ndarray) -> pa.Array:
+    return pc.binary_join_element_wise(_prefixed("p", producer), pa.array(seq).cast(pa.string()), "-")
+
+
+def generate(n: int, seed: int = 42) -> Path:
+    """n attempts by 8 producers; ~1% fail/info, 0.1% lost, 0.1% duplicated,
+    0.01% reordered, 100 unexpected, and one 5 s outage."""
+    run = DATA / f"run-{n}"
+    meta = run / "history" / "parquet" / "_meta.json"
+    if meta.exists():
+        return run
+    rng = np.random.default_rng(seed)
+    producers = 8
+    prod = np.arange(n) % producers
+    seq = np.arange(n) // producers
+    duration = max(60.0, n / 20_000)  # ~20k writes/s
+    t_inv = np.sort(rng.uniform(0, duration, n))
+    t_cmp = t_inv + 0.01  # completions keep publish order: reorderings are the planted ones
+    x = rng.random(n)
+    outcome = np.where(x < 0.005, "fail", np.where(x < 0.01, "info", "ok")).astype(object)
+    mid = duration / 2
+    outage = (t_cmp > mid) & (t_cmp < mid + 5)
+    outcome[outage] = "info"
+    ids = _ids(prod, seq)
+    (run / "history" / "parquet").mkdir(parents=True, exist_ok=True)
+    produce = pa.table({
+        "msg_id": ids, "producer": _prefixed("p", prod),
+        "seq": pa.array(seq, pa.int64()), "outcome": pa.array(outcome, pa.string()),
+        "t_invoke": t_inv, "t_complete": t_cmp, "node": pa.array(np.full(n, "rabbit1", object), pa.string()),
+        "error": pa.nulls(n, pa.string())})
+    (run / "history" / "parquet" / "produce").mkdir(exist_ok=True)
+    pq.write_table(produce, run / "history" / "parquet" / "produce" / "part-0.parquet")
+    # Deliveries: ok messages minus the lost ones, some recovered, duplicates, ghosts.
+    delivered = ((outcome == "ok") & (rng.random(n) > 0.001)) | ((outcome != "ok") & (rng.random(n) < 0.2))
+    idx = np.nonzero(delivered)[0]
+    dup = idx[rng.random(len(idx)) < 0.001]
+    t = t_cmp[idx] + 0.01
+    swap = np.nonzero(rng.random(len(idx) - producers) < 0.0001)[0]
+    t[swap], t[swap + producers] = t[swap + producers], t[swap].copy()  # same producer, next seq
+    all_idx = np.concatenate([idx, dup])
+    all_t = np.concatenate([t, t_cmp[dup] + 300.0])
+    redeliv = np.concatenate([np.zeros(len(idx), bool), np.ones(len(dup), bool)])
+    ghosts = 100
+    c_ids = pa.concat_arrays([ids.take(pa.array(all_idx)), pa.array([f"ghost-{i}" for i in range(ghosts)])])
+    c_prod = np.concatenate([prod[all_idx], np.zeros(ghosts, int)])
+    consume = pa.table({
+        "msg_id": c_ids, "consumer": _prefixed("c", c_prod % 2),
+        "t": np.concatenate([all_t, np.full(ghosts, duration + 1.0)]),
+        "redelivered": np.concatenate([redeliv, np.zeros(ghosts, bool)]),
+        "source": pa.array(np.full(len(c_prod), "q", object), pa.string()),
+        "offset": pa.nulls(len(c_prod), pa.int64()), "node": pa.array(np.full(len(c_prod), "rabbit2", object), pa.string()),
+        "producer": pa.concat_arrays([_prefixed("p", prod[all_idx]),
+                                      pa.nulls(ghosts, pa.string())]),
+        "seq": pa.concat_arrays([pa.array(seq[all_idx], pa.int64()), pa.nulls(ghosts, pa.int64())])})
+    (run / "history" / "parquet" / "consume").mkdir(exist_ok=True)
+    pq.write_table(consume, run / "history" / "parquet" / "consume" / "part-0.parquet")
+    # The JSONL record is stood in for by empty files: the checker reads the Parquet copy.
+    for kind in ("produce", "consume"):
+        (run / "history" / f"{kind}-0.jsonl").touch()
+    (run / "run.json").write_text(json.dumps({"scenario": "bench", "ordering": "monotonic"}))
+    meta.write_text(json.dumps({"malformed": {"produce": 0, "consume": 0}}))
+    return run
+
+
+def _jvm_peak_rss_mb() -> float:
+    """Peak RSS of this process's JVM children (Spark's driver)."""
+    peak = 0.0
+    me = str(os.getpid())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"java" not in cmd:
+                continue
+            ppid = stat[3]
+            # spark-submit runs java under a shell launched by this process
+            if ppid != me and Path(f"/proc/{ppid}/stat").read_text().split()[3] != me:
+                continue
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM"):
+                    peak = max(peak, int(line.split()[1]) / 1024)
+        except (OSError, IndexError):
+            continue
+    return round(peak, 1)
+
+
+def run_spark(run: Path) -> dict:
+    t0 = time.monotonic()
+    from checkers.check import check_runs
+    from checkers.history import open_runs
+    from checkers.spark import session
+
+    spark = session(None, "mqchaos-bench")
+    t1 = time.monotonic()
+    runs, _ = open_runs([str(run)])
+    res = check_runs(spark, runs)[str(run)]
+    t2 = time.monotonic()
+    rss = _jvm_peak_rss_mb()
+    t3 = time.monotonic()
+    spark.read.parquet(str(run / "history/parquet/produce"), str(run / "history/parquet/consume")).count()
+    spark.read.parquet(str(run / "history/parquet/consume")).selectExpr("max(t)", "count(msg_id)").collect()
+    t4 = time.monotonic()
+    return {"startup_s": t1 - t0, "check_s": t2 - t1, "jvm_peak_rss_mb": rss,
+            "scan_s": t4 - t3, "counts": {k: res[k] for k in KEYS}}
+
+
+def run_duckdb(run: Path) -> dict:
+    import duckdb
+
+    t0 = time.monotonic()
+    con = duckdb.connect()
+    p = f"'{run}/history/parquet/produce/*.parquet'"
+    c = f"'{run}/history/parquet/consume/*.parquet'"
+    row = con.execute(f"""
+    with pa as (select msg_id, max(case outcome when 'ok' then 3 when 'info' then 2 else 1 end) best,
+                       count(*) n from read_parquet({p}) group by msg_id),
+         ca as (select msg_id, count(*) d from read_parquet({c}) group by msg_id),
+         m as (select coalesce(pa.msg_id, ca.msg_id) id, best, coalesce(n, 0) n, coalesce(d, 0) d
+               from pa full outer join ca on pa.msg_id = ca.msg_id)
+    select count(*) filter (n > 0), count(*) filter (best = 3), count(*) filter (best = 1),
+           count(*) filter (best = 2), count(*) filter (d > 0), sum(d), count(*) filter (best = 3 and d = 0),
+           count(*) filter (d > 1), sum(greatest(d - 1, 0)), count(*) filter (n = 0 and d > 0),
+           count(*) filter (best in (1, 2) and d > 0)
+    from m""").fetchone()
+    viol = con.execute(f"""
+    select count(*) from (
+      select seq, max(seq) over (partition by producer, consumer order by t, seq
+                                 rows between unbounded preceding and 1 preceding) pm
+      from read_parquet({c}) where not redelivered and producer is not null) where seq < pm""").fetchone()[0]
+    counts = dict(zip(KEYS, [int(x or 0) for x in row] + [int(viol)]))
+    return {"check_s": time.monotonic() - t0, "counts": counts}
+
+
+def run_python(run: Path) -> dict:
+    t0 = time.monotonic()
+    rank = {"ok": 3, "info": 2, "fail": 1}
+    best: dict[str, int] = {}
+    pt = pq.read_table(run / "history/parquet/produce", columns=["msg_id", "outcome"])
+    for mid, out in zip(pt.column("msg_id").to_pylist(), pt.column("outcome").to_pylist()):
+        r = rank[out]
+        if best.get(mid, 0) < r:
+            best[mid] = r
+    del pt
+    ct = pq.read_table(run / "history/parquet/consume",
+                       columns=["msg_id", "producer", "consumer", "seq", "t", "redelivered"])
+    dlv: dict[str, int] = {}
+    for mid in ct.column("msg_id").to_pylist():
+        dlv[mid] = dlv.get(mid, 0) + 1
+    lanes: dict = {}
+    rows = sorted(zip(ct.column("producer").to_pylist(), ct.column("consumer").to_pylist(),
+                      ct.column("t").to_pylist(), ct.column("seq").to_pylist(),
+                      ct.column("redelivered").to_pylist()), key=lambda r: (r[0] or "", r[1], r[2], r[3] or 0))
+    viol = 0
+    for prod, cons, _, seq, red in rows:
+        if red or prod is None:
+            continue
+        high = lanes.get((prod, cons))
+        if high is not None and seq < high:
+            viol += 1
+        lanes[(prod, cons)] = seq if high is None else max(high, seq)
+    counts = {
+        "attempted": len(best), "ok": sum(1 for v in best.values() if v == 3),
+        "fail": sum(1 for v in best.values() if v == 1), "info": sum(1 for v in best.values() if v == 2),
+        "delivered": len(dlv), "deliveries": sum(dlv.values()),
+        "lost": sum(1 for m, v in best.items() if v == 3 and m not in dlv),
+        "duplicated": sum(1 for v in dlv.values() if v > 1),
+        "duplicate_deliveries": sum(v - 1 for v in dlv.values() if v > 1),
+        "unexpected": sum(1 for m in dlv if m not in best),
+        "recovered": sum(1 for m, v in best.items() if v < 3 and m in dlv),
+        "ordering_violations": viol,
+    }
+    return {"check_s": time.monotonic() - t0, "counts": counts}
+
+
+ENGINES = {"spark": run_spark, "duckdb": run_duckdb, "python": run_python}
+
+
+def _child(engine: str, run: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "bench.checker_bench", "--child", engine, run],
+                         capture_output=True, text=True, cwd=ROOT.parent)
+    if out.returncode:
+        return {"error": out.stderr[-2000:]}
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1e6,1e7,5e7")
+    ap.add_argument("--python-max", type=float, default=1e7,
+                    help="largest size the in-memory Python loop is run at (it needs ~1 GB per 5M)")
+    ap.add_argument("--engines", default="spark,duckdb,python")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        print(json.dumps(ENGINES[a.child[0]](Path(a.child[1]))))
+        return 0
+    results = []
+    for n in [int(float(s)) for s in a.sizes.split(",")]:
+        t0 = time.monotonic()
+        run = generate(n)
+        gen = time.monotonic() - t0
+        row = {"attempts": n, "generate_s": round(gen, 1)}
+        for e in a.engines.split(","):
+            if e == "python" and n > a.python_max:
+                row[e] = {"skipped": f"above --python-max {a.python_max:g}"}
+                continue
+            row[e] = _child(e, str(run))
+            print(f"{n:>11,} {e:<7} {json.dumps(row[e])}", flush=True)
+        counted = [row[e]["counts"] for e in ENGINES if "counts" in row.get(e, {})]
+        row["identical_counts"] = all(c == counted[0] for c in counted)
+        results.append(row)
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
+    out = ROOT / "results"
+    out.mkdir(exist_ok=True)
+    (out / f"checker-{stamp}.json").write_text(json.dumps(results, indent=1))
+    lines = ["| attempts | spark start-up s | spark check s | JVM peak RSS MB | spark parquet scan s "
+             "| duckdb s | python s | spark/duckdb | identical counts |", "|" + "---|" * 9]
+    for r in results:
+        s, d, p = r.get("spark", {}), r.get("duckdb", {}), r.get("python", {})
+        ratio = (s["check_s"] / d["check_s"]) if "check_s" in s and "check_s" in d else None
+        f = lambda x: f"{x:.1f}" if isinstance(x, float) else "-"  # noqa: E731
+        lines.append(f"| {r['attempts']:,} | {f(s.get('startup_s'))} | {f(s.get('check_s'))} | "
+                     f"{s.get('jvm_peak_rss_mb', '-')} | {f(s.get('scan_s'))} | {f(d.get('check_s'))} | "
+                     f"{f(p.get('check_s'))} | {f(ratio)} | {r['identical_counts']} |")
+    (out / f"checker-{stamp}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if all(r["identical_counts"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
