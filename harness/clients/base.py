@@ -1,0 +1,62 @@
+"""What every workload client shares: identity, limits, counters, the stop signal."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from harness.history import JsonlWriter, RunClock
+
+
+@dataclass
+class Stats:
+    ok: int = 0
+    fail: int = 0
+    info: int = 0
+    delivered: int = 0
+    last_error: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, outcome: str, error: str | None = None) -> None:
+        with self._lock:
+            setattr(self, outcome, getattr(self, outcome) + 1)
+            if error:
+                self.last_error = error
+
+
+class Worker(threading.Thread):
+    """A client thread. Subclasses implement `work()`; `stop()` asks it to end."""
+
+    def __init__(self, name: str, writer: JsonlWriter, clock: RunClock, stop_all: threading.Event):
+        super().__init__(name=name, daemon=True)
+        self.writer, self.clock = writer, clock
+        self.stop_all = stop_all           # the run is over
+        self.stop_me = threading.Event()   # this client only (producers stop before consumers)
+        self.stats = Stats()
+        self.error: BaseException | None = None
+
+    def stopping(self) -> bool:
+        return self.stop_all.is_set() or self.stop_me.is_set()
+
+    def stop(self) -> None:
+        self.stop_me.set()
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except BaseException as e:  # noqa: BLE001 - a client crash is a harness error, reported
+            self.error = e
+        finally:
+            self.writer.close()
+
+    def work(self) -> None:
+        raise NotImplementedError
+
+
+class RateLimiter:
+    """Messages allowed so far at `rate` per second since `t0` (None: unlimited)."""
+
+    def __init__(self, rate: float | None, t0: float):
+        self.rate, self.t0 = rate, t0
+
+    def allowed(self, now: float) -> float:
+        return float("inf") if not self.rate else (now - self.t0) * self.rate

@@ -1,0 +1,121 @@
+"""Kafka workload clients (confluent-kafka): a producer and a draining reader.
+
+Outcomes from the delivery report: `ok` no error; `fail` an error that says
+the write was not appended (NotEnoughReplicas, too large, ...); `info`
+anything else (timeouts, NotEnoughReplicasAfterAppend: appended but not
+replicated, connection loss): the write may or may not be in the log.
+"""
+from __future__ import annotations
+
+import threading
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from harness.clients import payload
+from harness.clients.base import RateLimiter, Worker
+from harness.history import JsonlWriter, RunClock, consume_record, produce_record
+
+DEFINITE = {KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.MSG_SIZE_TOO_LARGE,
+            KafkaError.INVALID_REQUIRED_ACKS, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD}
+
+
+def outcome_of(err: KafkaError | None) -> str:
+    if err is None:
+        return "ok"
+    return "fail" if err.code() in DEFINITE else "info"
+
+
+class KafkaProducerWorker(Worker):
+    def __init__(self, name: str, bootstrap: str, topic: str, writer: JsonlWriter, clock: RunClock,
+                 stop_all: threading.Event, *, rate: float | None = None, max_messages: int = 10_000,
+                 acks: str = "all", idempotence: bool = False, retries: int = 2147483647,
+                 max_in_flight: int = 5, delivery_timeout_ms: int = 10_000, request_timeout_ms: int = 3_000,
+                 linger_ms: int = 1, size: int = 0, extra: dict | None = None):
+        super().__init__(name, writer, clock, stop_all)
+        self.topic, self.rate, self.max_messages, self.size = topic, rate, max_messages, size
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.conf = {
+            "bootstrap.servers": bootstrap, "client.id": name, "acks": str(acks),
+            "enable.idempotence": idempotence, "retries": retries,
+            "max.in.flight.requests.per.connection": max_in_flight,
+            "delivery.timeout.ms": delivery_timeout_ms, "request.timeout.ms": request_timeout_ms,
+            "linger.ms": linger_ms, "topic.metadata.refresh.interval.ms": 1000,
+            "reconnect.backoff.max.ms": 1000, "socket.connection.setup.timeout.ms": 3000,
+            **(extra or {})}
+        self.pending: dict[str, tuple[int, float]] = {}
+
+    def work(self) -> None:
+        p = Producer(self.conf)
+        limiter = RateLimiter(self.rate, self.clock.now())
+        seq = 0
+        while not self.stopping() and seq < self.max_messages:
+            budget = min(limiter.allowed(self.clock.now()) - seq, self.max_messages - seq, 1000)
+            for _ in range(int(max(0, budget))):
+                msg_id = f"{self.name}-{seq}"
+                t = self.clock.now()
+                try:
+                    p.produce(self.topic, payload.encode(msg_id, self.name, seq, self.size), key=self.name,
+                              headers={"msg_id": msg_id}, on_delivery=self._report(msg_id, seq, t))
+                except BufferError:
+                    break  # local queue full: let poll() drain it, retry this seq
+                self.pending[msg_id] = (seq, t)
+                seq += 1
+            p.poll(0.005)
+        # Everything still queued gets its definitive report within the delivery timeout.
+        p.flush(self.delivery_timeout_s + 5)
+        for msg_id, (s, t) in list(self.pending.items()):
+            self._write(msg_id, s, t, "info", "no delivery report before shutdown", None)
+
+    def _report(self, msg_id: str, seq: int, t: float):
+        def cb(err, msg):
+            self.pending.pop(msg_id, None)
+            self._write(msg_id, seq, t, outcome_of(err), None if err is None else err.str(),
+                        msg.partition() if msg is not None else None)
+        return cb
+
+    def _write(self, msg_id, seq, t, outcome, error, partition) -> None:
+        self.writer.write(produce_record(msg_id=msg_id, producer=self.name, seq=seq, outcome=outcome,
+                                         t_invoke=t, t_complete=self.clock.now(), node=None, error=error,
+                                         partition=partition))
+        self.stats.add(outcome, error)
+
+
+class KafkaReader(Worker):
+    """Reads every partition of the topic from the beginning to its end offset."""
+
+    def __init__(self, name: str, bootstrap: str, topic: str, writer: JsonlWriter, clock: RunClock,
+                 stop_all: threading.Event, *, idle_s: float = 3.0, timeout_s: float = 120.0):
+        super().__init__(name, writer, clock, stop_all)
+        self.bootstrap, self.topic, self.idle_s, self.timeout_s = bootstrap, topic, idle_s, timeout_s
+        self.last_delivery = clock.now()
+        self.complete = False
+
+    def work(self) -> None:
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"mqchaos-{self.name}",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "isolation.level": "read_uncommitted", "enable.partition.eof": False})
+        try:
+            meta = c.list_topics(self.topic, timeout=10).topics[self.topic]
+            parts = sorted(meta.partitions)
+            c.assign([TopicPartition(self.topic, p, 0) for p in parts])
+            ends = {p: c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1] for p in parts}
+            pos = {p: 0 for p in parts}
+            deadline = self.clock.now() + self.timeout_s
+            while not self.stop_all.is_set() and self.clock.now() < deadline:
+                if all(pos[p] >= ends[p] for p in parts) and self.clock.now() - self.last_delivery > self.idle_s:
+                    self.complete = True
+                    break
+                msg = c.poll(0.5)
+                if msg is None or msg.error():
+                    continue
+                self.last_delivery = self.clock.now()
+                pos[msg.partition()] = msg.offset() + 1
+                msg_id, producer, seq = payload.decode(msg.value())
+                self.writer.write(consume_record(
+                    msg_id=msg_id, consumer=self.name, t=self.last_delivery, redelivered=False,
+                    source=f"{self.topic}:{msg.partition()}", offset=msg.offset(), node=None,
+                    producer=producer, seq=seq))
+                self.stats.add("delivered")
+        finally:
+            c.close()

@@ -1,0 +1,231 @@
+"""RabbitMQ workload clients (pika): a confirming publisher and a consumer.
+
+Both hold the list of all nodes and fail over to the next on connection
+errors, as the sources recommend. Outcomes: `ok` basic.ack; `fail` basic.nack,
+unroutable (mandatory), or no connection to publish on; `info` the
+connection or channel closed, or no confirm within `confirm_timeout`.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import pika
+from pika.exceptions import AMQPError
+
+from harness.clients import payload
+from harness.clients.base import RateLimiter, Worker
+from harness.history import JsonlWriter, RunClock, consume_record, produce_record
+
+logging.getLogger("pika").setLevel(logging.CRITICAL)  # failover noise is expected, recorded in the history
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    node: str
+    host: str
+    port: int
+
+
+def params(ep: Endpoint, heartbeat: int = 5, timeout: float = 3.0) -> pika.ConnectionParameters:
+    return pika.ConnectionParameters(
+        host=ep.host, port=ep.port, credentials=pika.PlainCredentials("guest", "guest"),
+        heartbeat=heartbeat, socket_timeout=timeout, stack_timeout=2 * timeout,
+        blocked_connection_timeout=30, connection_attempts=1, retry_delay=0)
+
+
+class RabbitPublisher(Worker):
+    """Publishes `max_messages` at `rate`/s with a bounded window of unconfirmed messages."""
+
+    def __init__(self, name: str, endpoints: list[Endpoint], queue: str, writer: JsonlWriter,
+                 clock: RunClock, stop_all: threading.Event, *, rate: float | None = None,
+                 max_messages: int = 10_000, window: int = 100, confirm_timeout: float = 10.0,
+                 persistent: bool = True, size: int = 0, first: int = 0, backoff: float = 0.5):
+        super().__init__(name, writer, clock, stop_all)
+        self.endpoints, self.queue = endpoints, queue
+        self.rate, self.max_messages, self.window = rate, max_messages, window
+        self.confirm_timeout, self.persistent, self.size = confirm_timeout, persistent, size
+        self.first, self.backoff = first, backoff
+        self.seq = 0
+        self.limiter: RateLimiter | None = None
+        self.node: str | None = None
+
+    # -- the failover loop ------------------------------------------------------------
+    def work(self) -> None:
+        self.limiter = RateLimiter(self.rate, self.clock.now())
+        i = self.first
+        while not self.done():
+            ep = self.endpoints[i % len(self.endpoints)]
+            self._session(ep)
+            i += 1
+            if not self.done():
+                self.stop_all.wait(self.backoff)  # interruptible pause between reconnects
+
+    def done(self) -> bool:
+        return self.stopping() or self.seq >= self.max_messages
+
+    def _record(self, msg_id: str, seq: int, outcome: str, t_invoke: float, error: str | None = None):
+        self.writer.write(produce_record(msg_id=msg_id, producer=self.name, seq=seq, outcome=outcome,
+                                         t_invoke=t_invoke, t_complete=self.clock.now(), node=self.node,
+                                         error=error))
+        self.stats.add(outcome, error)
+
+    def _next(self) -> tuple[str, int]:
+        seq = self.seq
+        self.seq += 1
+        return f"{self.name}-{seq}", seq
+
+    # -- one connection ---------------------------------------------------------------
+    def _session(self, ep: Endpoint) -> None:
+        self.node, self.inflight, self.returned, self.tag = ep.node, {}, set(), 0
+        self.conn = self.ch = None
+        self.t_connect = self.clock.now()
+        pika.SelectConnection(params(ep), on_open_callback=self._on_open,
+                              on_open_error_callback=self._on_open_error,
+                              on_close_callback=self._on_closed).ioloop.start()
+
+    def _on_open_error(self, conn, err) -> None:
+        # No broker to publish to: one definite failure, so the outage is in the history.
+        msg_id, seq = self._next()
+        self._record(msg_id, seq, "fail", self.t_connect, f"connect: {err!r}"[:300])
+        conn.ioloop.stop()
+
+    def _on_open(self, conn) -> None:
+        self.conn = conn
+        conn.channel(on_open_callback=self._on_channel)
+
+    def _on_channel(self, ch) -> None:
+        self.ch = ch
+        ch.add_on_close_callback(self._on_channel_closed)
+        ch.add_on_return_callback(self._on_return)
+        ch.confirm_delivery(self._on_confirm, callback=lambda _frame: self._tick())
+
+    def _on_channel_closed(self, ch, reason) -> None:
+        self._fail_inflight(f"channel closed: {reason!r}"[:300])
+        if self.conn and self.conn.is_open:
+            self.conn.close()
+
+    def _on_closed(self, conn, reason) -> None:
+        self._fail_inflight(f"connection closed: {reason!r}"[:300])
+        conn.ioloop.stop()
+
+    def _fail_inflight(self, error: str) -> None:
+        for msg_id, seq, t in self.inflight.values():
+            self._record(msg_id, seq, "info", t, error)
+        self.inflight.clear()
+
+    def _on_return(self, ch, method, props, body) -> None:
+        self.returned.add(props.message_id)
+
+    def _on_confirm(self, frame) -> None:
+        m = frame.method
+        tags = [t for t in self.inflight if t <= m.delivery_tag] if m.multiple else [m.delivery_tag]
+        nack = isinstance(m, pika.spec.Basic.Nack)
+        for tag in tags:
+            if tag not in self.inflight:
+                continue  # already recorded as timed out
+            msg_id, seq, t = self.inflight.pop(tag)
+            if nack:
+                self._record(msg_id, seq, "fail", t, "nack")
+            elif msg_id in self.returned:
+                self.returned.discard(msg_id)
+                self._record(msg_id, seq, "fail", t, "unroutable")
+            else:
+                self._record(msg_id, seq, "ok", t)
+
+    def _tick(self) -> None:
+        if not (self.ch and self.ch.is_open):
+            return
+        now = self.clock.now()
+        for tag, (msg_id, seq, t) in list(self.inflight.items()):
+            if now - t > self.confirm_timeout:
+                del self.inflight[tag]
+                self._record(msg_id, seq, "info", t, "confirm timeout")
+        if self.done():
+            if not self.inflight:
+                self.conn.close()
+                return
+        else:
+            budget = min(self.window - len(self.inflight), self.limiter.allowed(now) - self.seq,
+                         self.max_messages - self.seq)
+            for _ in range(int(max(0, budget))):
+                msg_id, seq = self._next()
+                props = pika.BasicProperties(message_id=msg_id, delivery_mode=2 if self.persistent else 1,
+                                             headers={"producer": self.name, "seq": seq})
+                t = self.clock.now()
+                try:
+                    self.ch.basic_publish("", self.queue, payload.encode(msg_id, self.name, seq, self.size),
+                                          props, mandatory=True)
+                except AMQPError as e:
+                    self._record(msg_id, seq, "fail", t, f"publish: {e!r}"[:300])
+                    return
+                self.tag += 1
+                self.inflight[self.tag] = (msg_id, seq, t)
+        self.conn.ioloop.call_later(0.005, self._tick)
+
+
+class RabbitConsumer(Worker):
+    """Consumes with manual acks (or auto-ack), re-consuming after a broker cancel."""
+
+    def __init__(self, name: str, endpoints: list[Endpoint], queue: str, writer: JsonlWriter,
+                 clock: RunClock, stop_all: threading.Event, *, prefetch: int = 50,
+                 auto_ack: bool = False, cancel_on_failover: bool = True, first: int = 0,
+                 backoff: float = 0.5, arguments: dict | None = None):
+        super().__init__(name, writer, clock, stop_all)
+        self.endpoints, self.queue, self.prefetch, self.auto_ack = endpoints, queue, prefetch, auto_ack
+        self.cancel_on_failover, self.first, self.backoff = cancel_on_failover, first, backoff
+        self.arguments = arguments or {}
+        self.last_delivery = clock.now()
+        self.node: str | None = None
+        self.cancels = 0
+
+    def work(self) -> None:
+        i = self.first
+        while not self.stopping():
+            ep = self.endpoints[i % len(self.endpoints)]
+            try:
+                self._session(ep)
+            except (AMQPError, OSError) as e:
+                self.stats.last_error = f"{ep.node}: {e!r}"[:300]
+            i += 1
+            if not self.stopping():
+                self.stop_all.wait(self.backoff)
+
+    def _session(self, ep: Endpoint) -> None:
+        self.node = ep.node
+        conn = pika.BlockingConnection(params(ep))
+        try:
+            ch = conn.channel()
+            ch.basic_qos(prefetch_count=self.prefetch)
+            cancelled = threading.Event()
+            ch.add_on_cancel_callback(lambda _frame: cancelled.set())
+            args = dict(self.arguments)
+            if self.cancel_on_failover:
+                args["x-cancel-on-ha-failover"] = True
+            ch.basic_consume(self.queue, self._on_message, auto_ack=self.auto_ack, arguments=args)
+            while not self.stopping():
+                conn.process_data_events(time_limit=0.2)
+                if cancelled.is_set():  # the queue failed over: consume again from the new master
+                    cancelled.clear()
+                    self.cancels += 1
+                    ch.basic_consume(self.queue, self._on_message, auto_ack=self.auto_ack, arguments=args)
+        finally:
+            if conn.is_open:
+                try:
+                    conn.close()
+                except AMQPError:
+                    pass
+
+    def _on_message(self, ch, method, props, body) -> None:
+        msg_id, producer, seq = payload.decode(body)
+        if msg_id is None:
+            msg_id = props.message_id
+        self.last_delivery = self.clock.now()
+        # Recorded before the ack: a crash in between shows as a redelivery, never as a gap.
+        self.writer.write(consume_record(msg_id=msg_id, consumer=self.name, t=self.last_delivery,
+                                         redelivered=bool(method.redelivered), source=self.queue,
+                                         offset=None, node=self.node, producer=producer, seq=seq))
+        self.stats.add("delivered")
+        if not self.auto_ack:
+            ch.basic_ack(method.delivery_tag)

@@ -1,0 +1,267 @@
+"""The run loop: cluster up, workload under faults, heal, drain, check, report.
+
+    load scenario -> up -> heal -> declare -> consumers, producers -> nemesis
+    -> heal, wait whole -> recovery load -> stop producers -> drain
+    -> collect logs -> check (Spark) -> report -> down (unless --keep-cluster)
+
+Whatever happens (crash, Ctrl-C, SIGTERM) the cluster is healed and the
+history written so far stays in the run directory.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness.clients.base import Worker
+from harness.history import JsonlWriter, RunClock
+from harness.scenario import Scenario
+from harness.util import wait_until
+
+EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
+RESULTS = Path(os.environ.get("MQCHAOS_RESULTS", Path(__file__).resolve().parent.parent / "results"))
+
+
+class Interrupted(BaseException):
+    """SIGTERM, handled like Ctrl-C."""
+
+
+def new_run_dir(scenario: str, root: Path = RESULTS) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S.%fZ")[:-4] + "Z"
+    d = root / scenario / stamp
+    (d / "history").mkdir(parents=True)
+    for link, target in ((root / scenario / "latest", stamp), (root / "latest", f"{scenario}/{stamp}")):
+        tmp = link.with_name(link.name + ".tmp")
+        if tmp.is_symlink():
+            tmp.unlink()
+        tmp.symlink_to(target)
+        tmp.replace(link)
+    return d
+
+
+def log(msg: str) -> None:
+    print(f"[run] {msg}", file=sys.stderr, flush=True)
+
+
+class Progress(threading.Thread):
+    """The live line: elapsed, ops/s, ok/fail/info, deliveries, active fault."""
+
+    def __init__(self, clock: RunClock, producers, consumers, fault: callable, stop: threading.Event):
+        super().__init__(daemon=True, name="progress")
+        self.clock, self.producers, self.consumers, self.fault, self.stop = clock, producers, consumers, fault, stop
+        self.tty = sys.stderr.isatty()
+
+    def run(self) -> None:
+        last, last_t = 0, self.clock.now()
+        every = 1.0 if self.tty else 5.0
+        while not self.stop.wait(every):
+            ok = sum(w.stats.ok for w in self.producers())
+            fail = sum(w.stats.fail for w in self.producers())
+            info = sum(w.stats.info for w in self.producers())
+            dlv = sum(w.stats.delivered for w in self.consumers())
+            now = self.clock.now()
+            rate = (ok + fail + info - last) / max(now - last_t, 1e-6)
+            last, last_t = ok + fail + info, now
+            line = (f"t={now:6.1f}s  {rate:7.0f} ops/s  ok={ok} fail={fail} info={info}  "
+                    f"delivered={dlv}  fault={self.fault() or '-'}")
+            print(("\r" + line + "   ") if self.tty else f"[run] {line}", end="" if self.tty else "\n",
+                  file=sys.stderr, flush=True)
+        if self.tty:
+            print(file=sys.stderr)
+
+
+class Run:
+    """One run of one scenario. `execute()` returns the exit code."""
+
+    def __init__(self, sc: Scenario, *, keep_cluster: bool = False, results: Path = RESULTS,
+                 check: bool = True):
+        self.sc, self.keep_cluster, self.do_check = sc, keep_cluster, check
+        self.dir = new_run_dir(sc.name, results)
+        self.clock = RunClock()
+        self.clock.export()
+        self.stop_all = threading.Event()
+        self.producers: list[Worker] = []
+        self.consumers: list[Worker] = []
+        self.cluster = None
+        self.nemesis = None
+        self.info: dict = {"scenario": sc.name, "id": sc.id, "broker": sc.broker, "seed": sc.seed,
+                           "ordering": sc.ordering, "params": sc.model_dump(mode="json"),
+                           "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                           "status": "running", "phases": {}}
+        self._write_info()
+
+    # -- bookkeeping ----------------------------------------------------------------
+    def _write_info(self) -> None:
+        tmp = self.dir / "run.json.tmp"
+        tmp.write_text(json.dumps(self.info, indent=1, default=str) + "\n")
+        tmp.replace(self.dir / "run.json")
+
+    def phase(self, name: str) -> None:
+        self.info["phases"][name] = self.clock.now()
+        self._write_info()
+        log(f"{name} (t={self.clock.now():.1f}s)")
+
+    def writer(self, kind: str, who: str) -> JsonlWriter:
+        return JsonlWriter(self.dir / "history" / f"{kind}-{who}.jsonl")
+
+    # -- the loop -----------------------------------------------------------------------
+    def execute(self) -> int:
+        prev = signal.signal(signal.SIGTERM, _raise_interrupted)
+        code = EXIT_UNKNOWN
+        try:
+            self._up()
+            self._setup()
+            self._load_under_faults()
+            self._drain()
+            self.info["status"] = "completed"
+        except (KeyboardInterrupt, Interrupted):
+            self.info["status"] = "interrupted"
+            log("interrupted: healing the cluster; the history so far is kept")
+        except Exception as e:  # noqa: BLE001 - a harness error is reported, never a finding
+            self.info["status"] = "harness-error"
+            self.info["error"] = f"{type(e).__name__}: {e}"
+            log(f"harness error: {self.info['error']}")
+        finally:
+            self._shutdown()
+            signal.signal(signal.SIGTERM, prev)
+        if self.info["status"] == "completed" and self.do_check:
+            code = self._check_and_report()
+        self.info["exit_code"] = code
+        self._write_info()
+        return code
+
+    def _up(self) -> None:
+        from harness.db import get_cluster
+        from nemesis.core import Nemesis
+
+        self.phase("cluster-up")
+        self.cluster = get_cluster(self.sc.broker)
+        self.cluster.up(self._config())
+        self.info["brokers"] = self._versions()
+        self.nemesis = Nemesis(self.cluster, self.dir, self.clock, seed=self.sc.seed,
+                               context=self._context())
+        self.nemesis.heal()
+
+    def _config(self):
+        if self.sc.broker == "rabbitmq":
+            from harness.db.rabbitmq import RabbitConfig
+            return RabbitConfig.from_settings(self.sc.cluster)
+        from harness.db.kafka import KafkaConfig
+        return KafkaConfig.from_settings(self.sc.cluster)
+
+    def _context(self) -> dict:
+        """What role-based nemesis targets resolve against."""
+        if self.sc.broker == "rabbitmq":
+            return {"queue": self.sc.queue.name}
+        return {"topic": self.sc.topic.name, "partition": 0}
+
+    def _versions(self) -> dict:
+        try:
+            if self.sc.broker == "rabbitmq":
+                ov = self.cluster.api("overview")
+                return {"rabbitmq": ov.get("rabbitmq_version"), "erlang": ov.get("erlang_version")}
+            rc, out = self.cluster.exec("kafka1", ["sh", "-c", "ls /opt/kafka/libs | grep -m1 '^kafka_'"],
+                                        check=False)
+            return {"kafka": out.strip() or None}
+        except Exception as e:  # noqa: BLE001 - versions are informative only
+            return {"error": str(e)}
+
+    def _setup(self) -> None:
+        self.phase("setup")
+        from harness import workload
+
+        workload.declare(self.cluster, self.sc)
+        self.consumers = workload.consumers(self)
+        self.producers = workload.producers(self)
+        for w in self.consumers + self.producers:
+            w.start()
+
+    def _load_under_faults(self) -> None:
+        sc, t = self.sc, self.sc.timing
+        progress = Progress(self.clock, lambda: self.producers, lambda: self.consumers,
+                            self.nemesis.active, self.stop_all)
+        progress.start()
+        self.phase("warmup")
+        self.stop_all.wait(t.warmup)  # a timed phase of the test, not a wait for a condition
+        self.phase("faults")
+        self.nemesis.run(sc.nemesis, duration=t.duration, stop=self.stop_all)
+        self.phase("heal")
+        self.nemesis.heal(wait=True, timeout=t.heal_timeout)
+        self.phase("recovery")
+        self.stop_all.wait(t.recovery)
+
+    def _drain(self) -> None:
+        self.phase("stop-producers")
+        for w in self.producers:
+            w.stop()
+        for w in self.producers:
+            w.join(self.sc.workload.confirm_timeout + self.sc.workload.delivery_timeout_ms / 1000 + 30)
+        self.phase("drain")
+        from harness import workload
+
+        self.info["drain"] = workload.drain(self)
+        self._write_info()
+
+    def _shutdown(self) -> None:
+        self.stop_all.set()
+        if self.nemesis is not None:
+            try:
+                self.nemesis.heal(wait=False)
+            except Exception as e:  # noqa: BLE001
+                log(f"heal failed: {e}; run `mqchaos heal`")
+                self.info["heal_error"] = str(e)
+        for w in self.producers + self.consumers:
+            w.join(15)
+        errors = {w.name: repr(w.error) for w in self.producers + self.consumers if w.error}
+        if errors:
+            self.info["client_errors"] = errors
+        if self.nemesis is not None:
+            self.nemesis.close()
+        if self.cluster is not None:
+            try:
+                self.cluster.collect_logs(self.dir)
+            except Exception as e:  # noqa: BLE001
+                log(f"could not collect broker logs: {e}")
+            if not self.keep_cluster:
+                self.phase("cluster-down")
+                self.cluster.down()
+        self._write_info()
+
+    def _check_and_report(self) -> int:
+        self.phase("check")
+        from checkers.check import check_runs
+        from checkers.history import convert, open_runs
+        from checkers.spark import session
+
+        spark = session(None, "mqchaos-run")
+        convert(spark, str(self.dir))
+        runs, errors = open_runs([str(self.dir)])
+        if errors:
+            log(f"check: {errors}")
+            return EXIT_UNKNOWN
+        result = check_runs(spark, runs, ordering=self.sc.ordering)[str(self.dir)]
+        result["checked_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        from harness import report
+
+        verdict = report.verdict(self.sc, result, self.info)
+        result["prediction"] = verdict
+        (self.dir / "check.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+        report.write(self.dir, self.sc, result, self.info)
+        self.info["summary"] = report.summary_row(self.sc, result, self.info, self.dir)
+        if result["valid"] is None:
+            return EXIT_UNKNOWN
+        return EXIT_VALID if result["valid"] else EXIT_INVALID
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted()
+
+
+def run_scenario(sc: Scenario, **kw) -> tuple[int, Run]:
+    r = Run(sc, **kw)
+    return r.execute(), r

@@ -1,0 +1,146 @@
+"""A scenario is data: YAML validated into typed objects at load time.
+
+Unknown or mistyped fields are errors that name the field
+(`workload.rate: Input should be greater than 0`), raised before anything runs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class QueueSpec(Strict):
+    name: str = "mqchaos"
+    type: Literal["classic", "mirrored", "quorum"] = "quorum"
+    # Policy definition for mirrored queues: ha-mode, ha-params, ha-sync-mode,
+    # ha-promote-on-failure, ha-promote-on-shutdown, ...
+    policy: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    declare_on: str | None = None  # node whose connection declares it (classic master's home)
+
+    @model_validator(mode="after")
+    def _policy_fits(self):
+        if self.policy and self.type != "mirrored":
+            raise ValueError("policy applies to mirrored queues only (type: mirrored)")
+        if self.type == "mirrored" and "ha-mode" not in self.policy:
+            raise ValueError("a mirrored queue needs policy.ha-mode")
+        return self
+
+
+class TopicSpec(Strict):
+    name: str = "mqchaos"
+    partitions: int = Field(1, ge=1)
+    replication_factor: int = Field(3, ge=1, le=3)
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class Workload(Strict):
+    producers: int = Field(2, ge=1, le=64)
+    consumers: int = Field(2, ge=0, le=64)
+    rate: float = Field(200, gt=0, description="messages per second per producer")
+    max_messages: int = Field(1_000_000, ge=1, description="per producer: every load is bounded")
+    message_size: int = Field(0, ge=0)
+    # RabbitMQ
+    window: int = Field(100, ge=1)
+    confirm_timeout: float = Field(10, gt=0)
+    prefetch: int = Field(50, ge=0)
+    auto_ack: bool = False
+    single_active_consumer: bool = False
+    cancel_on_failover: bool = True
+    # Kafka
+    acks: Literal["0", "1", "all", "-1"] = "all"
+    idempotence: bool = False
+    retries: int = Field(2147483647, ge=0)
+    max_in_flight: int = Field(5, ge=1)
+    delivery_timeout_ms: int = Field(10_000, ge=1)
+    request_timeout_ms: int = Field(3_000, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _acks_as_text(cls, v):
+        if isinstance(v, dict) and isinstance(v.get("acks"), int):
+            v = dict(v, acks=str(v["acks"]))
+        return v
+
+
+class Timing(Strict):
+    warmup: float = Field(3, ge=0, description="seconds of load before the first fault")
+    duration: float = Field(30, gt=0, le=3600, description="seconds of load while faults run")
+    recovery: float = Field(10, ge=0, description="seconds of load after the heal")
+    drain_timeout: float = Field(120, gt=0)
+    drain_idle: float = Field(3, gt=0)
+    heal_timeout: float = Field(180, gt=0)
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    id: str | None = None
+    description: str = ""
+    broker: Literal["rabbitmq", "kafka"]
+    cluster: dict[str, Any] = Field(default_factory=dict)
+    queue: QueueSpec | None = None
+    topic: TopicSpec | None = None
+    workload: Workload = Field(default_factory=Workload)
+    timing: Timing = Field(default_factory=Timing)
+    nemesis: list[dict[str, Any]] = Field(default_factory=list)
+    ordering: Literal["none", "fifo", "monotonic", "strict"] = "none"
+    expect: dict[str, Any] = Field(default_factory=dict)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _target_fits_broker(self):
+        if self.broker == "rabbitmq":
+            if self.topic is not None:
+                raise ValueError("topic: is for kafka scenarios; rabbitmq uses queue:")
+            self.queue = self.queue or QueueSpec()
+        else:
+            if self.queue is not None:
+                raise ValueError("queue: is for rabbitmq scenarios; kafka uses topic:")
+            self.topic = self.topic or TopicSpec()
+        return self
+
+
+def _where(loc: tuple) -> str:
+    return ".".join(str(x) for x in loc) or "(top level)"
+
+
+def parse(data: Any, source: str = "scenario") -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario is a mapping of fields, not {type(data).__name__}")
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as e:
+        lines = [f"  {_where(err['loc'])}: {err['msg']}" for err in e.errors()]
+        raise ScenarioError(f"{source}: invalid scenario\n" + "\n".join(lines)) from None
+    try:
+        from nemesis.schedule import parse as parse_schedule
+    except ImportError:  # the nemesis package validates its own steps
+        parse_schedule = None
+    if parse_schedule is not None:
+        try:
+            parse_schedule(sc.nemesis)
+        except ValueError as e:
+            raise ScenarioError(f"{source}: invalid scenario\n  nemesis: {e}") from None
+    return sc
+
+
+def load(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{path}: not valid YAML: {e}") from None
+    return parse(data, str(path))

@@ -1,0 +1,120 @@
+"""Turns a scenario's workload into clients, declares what they use, drains."""
+from __future__ import annotations
+
+import time
+
+import pika
+
+from harness.clients.kafka import KafkaProducerWorker, KafkaReader
+from harness.clients.rabbitmq import Endpoint, RabbitConsumer, RabbitPublisher, params
+from harness.scenario import Scenario
+from harness.util import wait_until
+
+
+def rabbit_endpoints(cluster) -> list[Endpoint]:
+    out = []
+    for node, hp in cluster.client_endpoints().items():
+        host, port = hp.rsplit(":", 1)
+        out.append(Endpoint(node, host, int(port)))
+    return out
+
+
+def declare(cluster, sc: Scenario) -> None:
+    if sc.broker == "kafka":
+        t = sc.topic
+        cluster.create_topic(t.name, partitions=t.partitions, replication_factor=t.replication_factor,
+                             config={k: str(v) for k, v in t.config.items()})
+        return
+    q = sc.queue
+    if q.type == "mirrored":
+        cluster.set_policy("mqchaos-ha", f"^{q.name}$", q.policy)
+    args = dict(q.arguments)
+    if q.type == "quorum":
+        args["x-queue-type"] = "quorum"
+    if sc.workload.single_active_consumer:
+        args["x-single-active-consumer"] = True
+    eps = {e.node: e for e in rabbit_endpoints(cluster)}
+    ep = eps[q.declare_on] if q.declare_on else next(iter(eps.values()))
+    conn = pika.BlockingConnection(params(ep))
+    try:
+        conn.channel().queue_declare(q.name, durable=True, arguments=args)
+    finally:
+        conn.close()
+    if q.type == "mirrored" and q.policy.get("ha-sync-mode") == "automatic":
+        wait_until(lambda: len(cluster.queue_mirrors(q.name)["synchronised"]) >= _mirrors(q.policy),
+                   60, f"queue {q.name} mirrors synchronised")
+
+
+def _mirrors(policy: dict) -> int:
+    if policy.get("ha-mode") == "exactly":
+        return int(policy.get("ha-params", 1)) - 1
+    if policy.get("ha-mode") == "nodes":
+        return len(policy.get("ha-params", [])) - 1
+    return 2
+
+
+def producers(run) -> list:
+    sc, w = run.sc, run.sc.workload
+    out = []
+    for i in range(w.producers):
+        name = f"p{i}"
+        if sc.broker == "rabbitmq":
+            out.append(RabbitPublisher(
+                name, rabbit_endpoints(run.cluster), sc.queue.name, run.writer("produce", name), run.clock,
+                run.stop_all, rate=w.rate, max_messages=w.max_messages, window=w.window,
+                confirm_timeout=w.confirm_timeout, size=w.message_size, first=i))
+        else:
+            out.append(KafkaProducerWorker(
+                name, run.cluster.bootstrap_servers(), sc.topic.name, run.writer("produce", name), run.clock,
+                run.stop_all, rate=w.rate, max_messages=w.max_messages, acks=w.acks,
+                idempotence=w.idempotence, retries=w.retries, max_in_flight=w.max_in_flight,
+                delivery_timeout_ms=w.delivery_timeout_ms, request_timeout_ms=w.request_timeout_ms,
+                size=w.message_size))
+    return out
+
+
+def consumers(run) -> list:
+    """RabbitMQ consumers run throughout; Kafka is read after the heal (drain)."""
+    sc, w = run.sc, run.sc.workload
+    if sc.broker != "rabbitmq":
+        return []
+    return [RabbitConsumer(f"c{i}", rabbit_endpoints(run.cluster), sc.queue.name, run.writer("consume", f"c{i}"),
+                           run.clock, run.stop_all, prefetch=w.prefetch, auto_ack=w.auto_ack,
+                           cancel_on_failover=w.cancel_on_failover and sc.queue.type == "mirrored",
+                           first=i + 1)
+            for i in range(w.consumers)]
+
+
+def drain(run) -> dict:
+    """Consume until the queue/topic is empty and idle; report whether it was."""
+    sc, t = run.sc, run.sc.timing
+    t0 = time.monotonic()
+    if sc.broker == "kafka":
+        reader = KafkaReader("reader", run.cluster.bootstrap_servers(), sc.topic.name,
+                             run.writer("consume", "reader"), run.clock, run.stop_all,
+                             idle_s=t.drain_idle, timeout_s=t.drain_timeout)
+        run.consumers = [reader]
+        reader.start()
+        reader.join(t.drain_timeout + 30)
+        return {"complete": reader.complete, "seconds": round(time.monotonic() - t0, 1),
+                "error": repr(reader.error) if reader.error else None}
+    if not run.consumers:
+        return {"complete": False, "seconds": 0, "error": "no consumers: nothing drains the queue"}
+
+    def empty_and_idle() -> bool:
+        q = run.cluster.queue(sc.queue.name) or {}
+        idle = all(run.clock.now() - c.last_delivery >= t.drain_idle for c in run.consumers)
+        return q.get("messages", 1) == 0 and idle
+
+    try:
+        wait_until(empty_and_idle, t.drain_timeout, f"queue {sc.queue.name} drained", interval=1.0)
+        complete, err = True, None
+    except TimeoutError as e:
+        complete, err = False, str(e)
+    q = {}
+    try:
+        q = run.cluster.queue(sc.queue.name) or {}
+    except Exception:  # noqa: BLE001 - the queue may be gone (R4): that is the finding
+        pass
+    return {"complete": complete, "seconds": round(time.monotonic() - t0, 1), "error": err,
+            "queue_messages_left": q.get("messages")}

@@ -1,0 +1,68 @@
+"""Scenario files are data validated at load time; errors name the field."""
+from pathlib import Path
+
+import pytest
+
+from harness import report
+from harness.scenario import ScenarioError, load, parse
+
+SCENARIOS = sorted((Path(__file__).parent.parent / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
+def test_every_scenario_file_is_valid(path):
+    sc = load(path)
+    assert sc.name
+    # Every prediction names a quantity the harness measures.
+    known = set(report.measured(_fake_result(), {"drain": {"complete": True}}))
+    known |= report.SCENARIO_MEASUREMENTS
+    assert set(sc.expect) <= known, set(sc.expect) - known
+
+
+def _fake_result():
+    from checkers.analysis import COUNT_FIELDS
+    d = {k: 0 for k in COUNT_FIELDS}
+    d.update(ordering_violations=0, unavailable=[], unavailable_s=0.0, valid=True)
+    return d
+
+
+@pytest.mark.parametrize("data,needle", [
+    ({"name": "x", "broker": "rabbitmq", "workload": {"rate": "fast"}}, "workload.rate"),
+    ({"name": "x", "broker": "rabbitmq", "workload": {"producer": 2}}, "workload.producer: Extra inputs"),
+    ({"name": "x", "broker": "nats"}, "broker"),
+    ({"broker": "kafka"}, "name: Field required"),
+    ({"name": "x", "broker": "kafka", "queue": {"name": "q"}}, "queue: is for rabbitmq"),
+    ({"name": "x", "broker": "rabbitmq", "queue": {"type": "mirrored"}}, "policy.ha-mode"),
+    ({"name": "x", "broker": "rabbitmq", "timing": {"duration": 0}}, "timing.duration"),
+    ({"name": "x y", "broker": "rabbitmq"}, "name"),
+    ([1, 2], "a mapping"),
+])
+def test_errors_name_the_field(data, needle):
+    with pytest.raises(ScenarioError) as e:
+        parse(data, "s.yaml")
+    assert needle in str(e.value)
+    assert str(e.value).startswith("s.yaml")
+
+
+def test_unreadable_and_bad_yaml(tmp_path):
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(ScenarioError, match="not valid YAML"):
+        load(bad)
+
+
+def test_defaults_fill_the_broker_target():
+    assert parse({"name": "r", "broker": "rabbitmq"}).queue.type == "quorum"
+    sc = parse({"name": "k", "broker": "kafka", "workload": {"acks": 1}})
+    assert sc.topic.replication_factor == 3 and sc.workload.acks == "1"
+
+
+@pytest.mark.parametrize("expected,actual,held", [
+    (0, 0, True), (0, 3, False), (">0", 3, True), (">0", 0, False), ("<0.6", 0.5, True),
+    (">=5", 5.0, True), ("!=0", 0, False), (True, True, True), (False, True, False),
+    ("<=2", None, None), ("about 3", 3, None),
+])
+def test_judge(expected, actual, held):
+    assert report.judge(expected, actual) is held
