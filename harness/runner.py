@@ -89,6 +89,7 @@ class Run:
         self.consumers: list[Worker] = []
         self.cluster = None
         self.nemesis = None
+        self.timers: list[threading.Timer] = []
         self.info: dict = {"scenario": sc.name, "id": sc.id, "broker": sc.broker, "seed": sc.seed,
                            "ordering": sc.ordering, "params": sc.model_dump(mode="json"),
                            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -143,8 +144,10 @@ class Run:
         self.cluster = get_cluster(self.sc.broker)
         self.cluster.up(self._config())
         self.info["brokers"] = self._versions()
+        # The run loop owns the signals: it heals in its own `finally`.
         self.nemesis = Nemesis(self.cluster, self.dir, self.clock, seed=self.sc.seed,
-                               context=self._context())
+                               context=self._context(), handle_signals=False,
+                               heal_timeout=self.sc.timing.heal_timeout)
         self.nemesis.heal()
 
     def _config(self):
@@ -187,6 +190,12 @@ class Run:
                             self.nemesis.active, self.stop_all)
         progress.start()
         self.phase("warmup")
+        by_name = {c.name: c for c in self.consumers}
+        for crash in sc.workload.crashes:
+            timer = threading.Timer(crash.at, by_name[crash.consumer].crash)
+            timer.daemon = True
+            timer.start()
+            self.timers.append(timer)
         self.stop_all.wait(t.warmup)  # a timed phase of the test, not a wait for a condition
         self.phase("faults")
         self.nemesis.run(sc.nemesis, duration=t.duration, stop=self.stop_all)
@@ -209,6 +218,8 @@ class Run:
 
     def _shutdown(self) -> None:
         self.stop_all.set()
+        for timer in self.timers:
+            timer.cancel()
         if self.nemesis is not None:
             try:
                 self.nemesis.heal(wait=False)
@@ -217,6 +228,7 @@ class Run:
                 self.info["heal_error"] = str(e)
         for w in self.producers + self.consumers:
             w.join(15)
+        self.info["consumer_crashes"] = {c.name: c.crashes for c in self.consumers if hasattr(c, "crashes")}
         errors = {w.name: repr(w.error) for w in self.producers + self.consumers if w.error}
         if errors:
             self.info["client_errors"] = errors

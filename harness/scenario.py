@@ -5,10 +5,12 @@ Unknown or mistyped fields are errors that name the field
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from nemesis.schedule import parse as parse_schedule
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
@@ -45,6 +47,11 @@ class TopicSpec(Strict):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
+class Crash(Strict):
+    at: float = Field(ge=0, description="seconds after the load starts")
+    consumer: str = Field(pattern=r"^c[0-9]+$")
+
+
 class Workload(Strict):
     producers: int = Field(2, ge=1, le=64)
     consumers: int = Field(2, ge=0, le=64)
@@ -58,6 +65,8 @@ class Workload(Strict):
     auto_ack: bool = False
     single_active_consumer: bool = False
     cancel_on_failover: bool = True
+    consumer_delay: float = Field(0, ge=0, le=1, description="seconds of work per delivery")
+    crashes: list[Crash] = Field(default_factory=list, description="consumer crashes mid-delivery")
     # Kafka
     acks: Literal["0", "1", "all", "-1"] = "all"
     idempotence: bool = False
@@ -93,7 +102,7 @@ class Scenario(Strict):
     topic: TopicSpec | None = None
     workload: Workload = Field(default_factory=Workload)
     timing: Timing = Field(default_factory=Timing)
-    nemesis: list[dict[str, Any]] = Field(default_factory=list)
+    nemesis: list[dict[str, Any]] | dict[str, Any] = Field(default_factory=list)  # nemesis/schedule.py
     ordering: Literal["none", "fifo", "monotonic", "strict"] = "none"
     expect: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0
@@ -108,6 +117,12 @@ class Scenario(Strict):
             if self.queue is not None:
                 raise ValueError("queue: is for rabbitmq scenarios; kafka uses topic:")
             self.topic = self.topic or TopicSpec()
+            if self.workload.crashes:
+                raise ValueError("workload.crashes: Kafka is read after the heal; crashes are for rabbitmq")
+        names = {f"c{i}" for i in range(self.workload.consumers)}
+        for i, c in enumerate(self.workload.crashes):
+            if c.consumer not in names:
+                raise ValueError(f"workload.crashes.{i}.consumer: no consumer {c.consumer} (have {sorted(names)})")
         return self
 
 
@@ -123,22 +138,28 @@ def parse(data: Any, source: str = "scenario") -> Scenario:
     except ValidationError as e:
         lines = [f"  {_where(err['loc'])}: {err['msg']}" for err in e.errors()]
         raise ScenarioError(f"{source}: invalid scenario\n" + "\n".join(lines)) from None
-    try:
-        from nemesis.schedule import parse as parse_schedule
-    except ImportError:  # the nemesis package validates its own steps
-        parse_schedule = None
-    if parse_schedule is not None:
-        try:
-            parse_schedule(sc.nemesis)
-        except ValueError as e:
-            raise ScenarioError(f"{source}: invalid scenario\n  nemesis: {e}") from None
+    try:  # the nemesis validates its own schedule, naming the step and field
+        parse_schedule(sc.nemesis)
+    except ValueError as e:
+        raise ScenarioError(f"{source}: invalid scenario\n  {e}") from None
     return sc
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.2 booleans: only true/false. YAML 1.1 reads `on:`/`off:` (the
+    nemesis cycle's fields) and `yes`/`no` as booleans."""
+
+
+_Loader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+                                   for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
 
 
 def load(path: str | Path) -> Scenario:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a safe loader
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
     except yaml.YAMLError as e:

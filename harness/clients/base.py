@@ -53,10 +53,20 @@ class Worker(threading.Thread):
 
 
 class RateLimiter:
-    """Messages allowed so far at `rate` per second since `t0` (None: unlimited)."""
+    """How many more messages may go now, at `rate` per second (None: unlimited).
+
+    After a stall (an outage, a blocked connection) it allows at most one
+    second's worth at once: the load stays the scenario's, not a catch-up burst.
+    """
 
     def __init__(self, rate: float | None, t0: float):
         self.rate, self.t0 = rate, t0
 
-    def allowed(self, now: float) -> float:
-        return float("inf") if not self.rate else (now - self.t0) * self.rate
+    def budget(self, now: float, sent: int) -> float:
+        if not self.rate:
+            return float("inf")
+        behind = (now - self.t0) * self.rate - sent
+        if behind > self.rate:
+            self.t0 = now - (sent + self.rate) / self.rate
+            behind = self.rate
+        return behind

@@ -50,7 +50,7 @@ class KafkaProducerWorker(Worker):
         limiter = RateLimiter(self.rate, self.clock.now())
         seq = 0
         while not self.stopping() and seq < self.max_messages:
-            budget = min(limiter.allowed(self.clock.now()) - seq, self.max_messages - seq, 1000)
+            budget = min(limiter.budget(self.clock.now(), seq), self.max_messages - seq, 1000)
             for _ in range(int(max(0, budget))):
                 msg_id = f"{self.name}-{seq}"
                 t = self.clock.now()

@@ -147,7 +147,7 @@ class RabbitPublisher(Worker):
                 self.conn.close()
                 return
         else:
-            budget = min(self.window - len(self.inflight), self.limiter.allowed(now) - self.seq,
+            budget = min(self.window - len(self.inflight), self.limiter.budget(now, self.seq),
                          self.max_messages - self.seq)
             for _ in range(int(max(0, budget))):
                 msg_id, seq = self._next()
@@ -165,14 +165,27 @@ class RabbitPublisher(Worker):
         self.conn.ioloop.call_later(0.005, self._tick)
 
 
+class _Crash(Exception):
+    """A simulated consumer crash: drop everything not yet processed."""
+
+
 class RabbitConsumer(Worker):
-    """Consumes with manual acks (or auto-ack), re-consuming after a broker cancel."""
+    """Consumes with manual acks (or auto-ack), re-consuming after a broker cancel.
+
+    `crash()` simulates the consumer process dying mid-delivery: deliveries
+    buffered but not yet processed are dropped, unacked ones go back to the
+    queue (redelivered), auto-acked ones are gone. It then reconnects, as a
+    supervisor would restart it. `delay` (s per message) builds that buffer.
+    """
 
     def __init__(self, name: str, endpoints: list[Endpoint], queue: str, writer: JsonlWriter,
                  clock: RunClock, stop_all: threading.Event, *, prefetch: int = 50,
                  auto_ack: bool = False, cancel_on_failover: bool = True, first: int = 0,
-                 backoff: float = 0.5, arguments: dict | None = None):
+                 backoff: float = 0.5, arguments: dict | None = None, delay: float = 0.0):
         super().__init__(name, writer, clock, stop_all)
+        self.delay = delay
+        self._crash = threading.Event()
+        self.crashes = 0
         self.endpoints, self.queue, self.prefetch, self.auto_ack = endpoints, queue, prefetch, auto_ack
         self.cancel_on_failover, self.first, self.backoff = cancel_on_failover, first, backoff
         self.arguments = arguments or {}
@@ -186,6 +199,9 @@ class RabbitConsumer(Worker):
             ep = self.endpoints[i % len(self.endpoints)]
             try:
                 self._session(ep)
+            except _Crash:
+                self.crashes += 1
+                continue  # restarted at once, on the same node
             except (AMQPError, OSError) as e:
                 self.stats.last_error = f"{ep.node}: {e!r}"[:300]
             i += 1
@@ -214,10 +230,18 @@ class RabbitConsumer(Worker):
             if conn.is_open:
                 try:
                     conn.close()
-                except AMQPError:
+                except (AMQPError, _Crash):
                     pass
 
+    def crash(self) -> None:
+        self._crash.set()
+
     def _on_message(self, ch, method, props, body) -> None:
+        if self._crash.is_set():
+            self._crash.clear()
+            raise _Crash()
+        if self.delay:
+            self.stop_all.wait(self.delay)  # a slow consumer: its client-side buffer grows
         msg_id, producer, seq = payload.decode(body)
         if msg_id is None:
             msg_id = props.message_id
