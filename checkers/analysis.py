@@ -2,7 +2,7 @@
 
 Definitions (docs/history.md): identity is `msg_id`; a message's outcome is
 the best of its attempts (ok > info > fail).
-  lost            outcome ok, never delivered
+  lost            outcome ok, never delivered (lost_window: when those were confirmed)
   unexpected      delivered, never attempted
   duplicated      delivered more than once (duplicate_deliveries: the extra ones)
   recovered       outcome fail or info, delivered anyway (recovered_fail: fail only)
@@ -38,12 +38,13 @@ def _rank(col):
 def identity(produce: DataFrame, consume: DataFrame | None) -> dict[int, dict]:
     """Counts and sample ids per run, from one aggregation keyed by (run, msg_id)."""
     p = produce.select("run", "msg_id", "_bad", F.col("producer"),
-                       _rank(F.col("outcome")).alias("rank"),
+                       _rank(F.col("outcome")).alias("rank"), F.col("t_complete").alias("tc"),
                        F.lit(0).alias("dlv"))
     parts = p
     if consume is not None:
         c = consume.select("run", "msg_id", "_bad", F.lit(None).cast("string").alias("producer"),
-                           F.lit(None).cast("int").alias("rank"), F.lit(1).alias("dlv"))
+                           F.lit(None).cast("int").alias("rank"), F.lit(None).cast("double").alias("tc"),
+                           F.lit(1).alias("dlv"))
         parts = p.unionByName(c)
     good = ~F.col("_bad")
     m = parts.groupBy("run", "msg_id").agg(
@@ -53,6 +54,7 @@ def identity(produce: DataFrame, consume: DataFrame | None) -> dict[int, dict]:
         _count_if(F.col("_bad")).alias("bad"),
         F.min(F.when(good, F.col("producer"))).alias("pmin"),
         F.max(F.when(good, F.col("producer"))).alias("pmax"),
+        F.max(F.when(good & (F.col("rank") == 3), F.col("tc"))).alias("ok_t"),
     )
     kinds = {
         "lost": (F.col("best") == 3) & (F.col("dlv") == 0),
@@ -72,6 +74,8 @@ def identity(produce: DataFrame, consume: DataFrame | None) -> dict[int, dict]:
         F.sum("dlv").alias("deliveries"),
         F.sum(F.when(F.col("dlv") > 1, F.col("dlv") - 1).otherwise(0)).alias("duplicate_deliveries"),
         F.sum("bad").alias("malformed_lines"),
+        F.min(F.when(kinds["lost"], F.col("ok_t"))).alias("lost_first"),
+        F.max(F.when(kinds["lost"], F.col("ok_t"))).alias("lost_last"),
         *[_count_if(cond).alias(k) for k, cond in kinds.items()],
     )
     # Samples: only anomalous messages, the first SAMPLES ids per kind. The
@@ -85,6 +89,8 @@ def identity(produce: DataFrame, consume: DataFrame | None) -> dict[int, dict]:
     out = {}
     for row in counts.join(samples, "run", "left").collect():
         d = {k: int(row[k] or 0) for k in COUNT_FIELDS}
+        # When the lost messages were confirmed: the window of the loss.
+        d["lost_window"] = [row.lost_first, row.lost_last] if row.lost_first is not None else None
         s: dict[str, list[str]] = {k: [] for k in ANOMALY_KINDS}
         for kind, mid in sorted((x.kind, x.msg_id) for x in (row.samples or [])):
             s[kind].append(mid)

@@ -39,7 +39,8 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
                            f"(unusual characters in a path?): {len(unknown)} run ids")
     results = {}
     for rid, run in ids.items():
-        d = ident.get(rid) or {k: 0 for k in A.COUNT_FIELDS} | {"samples": {k: [] for k in A.ANOMALY_KINDS}}
+        d = ident.get(rid) or {k: 0 for k in A.COUNT_FIELDS} | {"samples": {k: [] for k in A.ANOMALY_KINDS},
+                                                                "lost_window": None}
         d["malformed_lines"] += sum((run.parquet_malformed or {}).values())
         o = order.get(rid, {"ordering_violations": 0, "samples": []})
         d["ordering"] = rules[rid]

@@ -143,6 +143,9 @@ def write(run_dir: Path, sc, result: dict, info: dict) -> None:
     if v["checks"]:
         md += ["", "## Prediction", "", "| quantity | predicted | measured | held |", "|---|---|---|---|"]
         md += [f"| {c['key']} | {c['expected']} | {c['actual']} | {c['held']} |" for c in v["checks"]]
+    if result.get("lost_window"):
+        a, z = result["lost_window"]
+        md += ["", f"The lost messages had been confirmed between t={a:.2f}s and t={z:.2f}s."]
     md += ["", "## Unavailable intervals (s since start)", ""]
     md += [f"- {a:.2f} – {z:.2f} ({z - a:.2f} s)" for a, z in result["unavailable"]] or ["- none"]
     md += ["", "## Fault timeline", "", "| start | end | fault | targets | details |", "|---|---|---|---|---|"]

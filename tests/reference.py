@@ -64,7 +64,10 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
     best: dict[str, int] = {}
     producers: dict[str, set] = defaultdict(set)
     writer: dict[str, tuple] = {}
+    ok_t: dict[str, float] = {}
     for r in produce:
+        if r["outcome"] == "ok":
+            ok_t[r["msg_id"]] = max(ok_t.get(r["msg_id"], r["t_complete"]), r["t_complete"])
         best[r["msg_id"]] = max(best.get(r["msg_id"], 0), RANK[r["outcome"]])
         producers[r["msg_id"]].add(r["producer"])
         writer.setdefault(r["msg_id"], (r["producer"], r["seq"]))
@@ -82,6 +85,8 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
         "id_conflicts": sorted(m for m in producers if len(producers[m]) > 1),
     }
     out = {k: len(v) for k, v in kinds.items()}
+    lost_t = [ok_t[m] for m in kinds["lost"]]
+    out["lost_window"] = [min(lost_t), max(lost_t)] if lost_t else None
     out["samples"] = {k: v[:20] for k, v in kinds.items()}
     out.update(
         attempted=len(best),

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.spark
 
 COMPARED = ("attempted", "ok", "fail", "info", "produce_records", "delivered", "deliveries", "lost",
             "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
-            "id_conflicts", "malformed_lines", "ordering_violations", "unavailable")
+            "id_conflicts", "malformed_lines", "ordering_violations", "unavailable", "lost_window")
 
 
 def run_checker(spark, dirs, ordering=None, threshold=1.0, parquet=True):
