@@ -74,3 +74,47 @@ def test_kafka_partition_run(tmp_path):
     assert [f["fault"] for f in faults] == ["partition"] and faults[0]["t_end"] > faults[0]["t_start"]
     assert check["lost"] == 0 and check["attempted"] > 100
     assert code in (0, 1)  # ordering under faults is a finding, not a harness error
+
+
+def test_ctrl_c_mid_fault_heals_and_keeps_the_history(tmp_path):
+    """SIGINT while a partition is active: exit 2, healed, history kept."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from harness.db import get_cluster
+    from harness.util import wait_until
+    from nemesis.net import project_rules
+
+    scenario = tmp_path / "sigint.yaml"
+    scenario.write_text(
+        "name: sigint\nbroker: rabbitmq\nqueue: {name: sigintq, type: quorum}\n"
+        "workload: {producers: 1, consumers: 1, rate: 50}\n"
+        "timing: {warmup: 1, duration: 120}\n"
+        "nemesis:\n  - {at: 0, fault: partition, targets: {isolate: rabbit3}}\n")
+    env = dict(os.environ, MQCHAOS_RESULTS=str(tmp_path / "results"))
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(scenario), "--keep-cluster"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        state = lambda: list((tmp_path / "results" / "sigint").glob("*/nemesis-state.json"))  # noqa: E731
+        wait_until(state, 180, "the partition to be applied")
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run_dir = next((tmp_path / "results" / "sigint").glob("20*"))
+    assert proc.returncode == 2, out[-3000:]
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "interrupted"
+    assert _records(run_dir, "produce"), "the history written so far is kept"
+    faults = [json.loads(line) for line in (run_dir / "nemesis.jsonl").read_text().splitlines()]
+    assert faults and faults[0]["fault"] == "partition" and faults[0]["t_end"] is not None
+    cluster = get_cluster("rabbitmq")
+    try:
+        assert all(project_rules(cluster, n) == 0 for n in cluster.nodes())
+        assert not any(cluster.paused(n) for n in cluster.nodes())
+        assert not (run_dir / "nemesis-state.json").exists()
+    finally:
+        cluster.down()

@@ -56,7 +56,7 @@ class KafkaProducerWorker(Worker):
                 t = self.clock.now()
                 try:
                     p.produce(self.topic, payload.encode(msg_id, self.name, seq, self.size), key=self.name,
-                              headers={"msg_id": msg_id}, on_delivery=self._report(msg_id, seq, t))
+                              on_delivery=self._report(msg_id, seq, t))
                 except BufferError:
                     break  # local queue full: let poll() drain it, retry this seq
                 self.pending[msg_id] = (seq, t)

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring as _q  # the C string encoder: this is the hot path
 
 
 def encode(msg_id: str, producer: str, seq: int, size: int = 0) -> bytes:
-    body = {"msg_id": msg_id, "producer": producer, "seq": seq}
-    raw = json.dumps(body, separators=(",", ":"))
-    if size > len(raw) + 10:
-        body["pad"] = "x" * (size - len(raw) - 10)
-        raw = json.dumps(body, separators=(",", ":"))
+    raw = '{"msg_id":%s,"producer":%s,"seq":%d}' % (_q(msg_id), _q(producer), seq)
+    if size > len(raw) + 9:  # exactly `size` bytes: ',"pad":"' + x * k + '"}' adds k + 9
+        raw = raw[:-1] + ',"pad":"%s"}' % ("x" * (size - len(raw) - 9))
     return raw.encode()
 
 
