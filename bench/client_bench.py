@@ -41,16 +41,21 @@ def rabbit_plain(ep, queue: str, n: int) -> float:
     return n / dt
 
 
-def rabbit_harness(eps, queue: str, n: int, window: int) -> float:
+def _timed(make_worker, n: int) -> float:
+    """msgs/s of a harness worker publishing n messages, history written as in a run."""
     with tempfile.TemporaryDirectory() as d:
-        w = RabbitPublisher("bench", eps, queue, JsonlWriter(Path(d) / "p.jsonl"), RunClock(),
-                            threading.Event(), rate=None, max_messages=n, window=window)
+        w = make_worker(JsonlWriter(Path(d) / "p.jsonl"), RunClock(), threading.Event())
         t0 = time.monotonic()
         w.start()
         w.join(600)
         dt = time.monotonic() - t0
         assert w.stats.ok == n, (w.stats.ok, w.stats.fail, w.stats.info, w.stats.last_error)
     return n / dt
+
+
+def rabbit_harness(eps, queue: str, n: int, window: int) -> float:
+    return _timed(lambda w, c, e: RabbitPublisher("bench", eps, queue, w, c, e, rate=None, max_messages=n,
+                                                  window=window), n)
 
 
 def kafka_plain(bootstrap: str, topic: str, n: int) -> float:
@@ -76,15 +81,8 @@ def kafka_plain(bootstrap: str, topic: str, n: int) -> float:
 
 
 def kafka_harness(bootstrap: str, topic: str, n: int) -> float:
-    with tempfile.TemporaryDirectory() as d:
-        w = KafkaProducerWorker("bench", bootstrap, topic, JsonlWriter(Path(d) / "p.jsonl"), RunClock(),
-                                threading.Event(), rate=None, max_messages=n, acks="all")
-        t0 = time.monotonic()
-        w.start()
-        w.join(600)
-        dt = time.monotonic() - t0
-        assert w.stats.ok == n, (w.stats.ok, w.stats.fail, w.stats.info, w.stats.last_error)
-    return n / dt
+    return _timed(lambda w, c, e: KafkaProducerWorker("bench", bootstrap, topic, w, c, e, rate=None,
+                                                      max_messages=n, acks="all"), n)
 
 
 def main() -> int:

@@ -37,5 +37,54 @@ def convert(run_dirs, master):
     sys.exit(convert_main(list(run_dirs), master=master))
 
 
+@main.command()
+@click.argument("scenario_files", nargs=-1, required=True)
+def validate(scenario_files):
+    """Validate scenario files; every error names its field."""
+    from harness.scenario import ScenarioError, load
+
+    bad = 0
+    for f in scenario_files:
+        try:
+            sc = load(f)
+            click.echo(f"ok  {f}: {sc.name} ({sc.broker})")
+        except ScenarioError as e:
+            bad += 1
+            click.echo(str(e), err=True)
+    sys.exit(2 if bad else 0)
+
+
+@main.command()
+@click.argument("scenario_file")
+@click.option("--keep-cluster", is_flag=True, help="Leave the cluster running after the run.")
+@click.option("--no-check", is_flag=True, help="Skip the Spark check and the report.")
+def run(scenario_file, keep_cluster, no_check):
+    """Run one scenario against a real cluster; exit 0 valid, 1 anomalies, 2 unknown/error."""
+    from harness.runner import run_scenario
+    from harness.scenario import ScenarioError, load
+
+    try:
+        sc = load(scenario_file)
+    except ScenarioError as e:
+        click.echo(str(e), err=True)
+        sys.exit(2)
+    code, r = run_scenario(sc, keep_cluster=keep_cluster, check=not no_check)
+    click.echo(f"{sc.name}: exit {code}; results in {r.dir}")
+    sys.exit(code)
+
+
+@main.command("suite")
+@click.argument("scenario_files", nargs=-1, required=True)
+@click.option("--keep-cluster", is_flag=True)
+def suite(scenario_files, keep_cluster):
+    """Run several scenarios and print one table (what `make test-partition` calls)."""
+    from harness.suite import run_suite
+
+    sys.exit(run_suite(list(scenario_files), keep_cluster=keep_cluster))
+
+
+from harness.cluster_cli import register; register(main)  # noqa: E402,E702
+from nemesis.cli import register as register_nemesis; register_nemesis(main)  # noqa: E402,E702
+
 if __name__ == "__main__":
     main()
