@@ -7,9 +7,12 @@ MQCHAOS := $(VENV)/bin/mqchaos
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 
-.PHONY: setup test test-unit bench clean engine images up-rabbitmq up-kafka down bench-cluster
+.PHONY: setup venv test test-unit bench clean engine images up-rabbitmq up-kafka down bench-cluster
 
-setup: $(VENV)/.installed
+# setup = the virtualenv (Java for Spark included) + a running Docker engine.
+setup: venv engine
+
+venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless)
@@ -19,15 +22,15 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
-test-unit: setup
+test-unit: venv
 	$(PY) -m pytest -q -m "not docker"
 
-test: setup engine images
+test: setup images
 	$(PY) -m pytest -q
 
 # Real clusters (harness/engine.py, harness/images.py, compose/): a Docker engine (installed
 # and started if missing), the images built from the project's own files, then the clusters.
-engine: setup
+engine: venv
 	$(MQCHAOS) engine
 
 images: engine
@@ -39,13 +42,13 @@ up-rabbitmq: images
 up-kafka: images
 	$(MQCHAOS) up kafka $(UP_ARGS)
 
-down: setup
+down: venv
 	$(MQCHAOS) down all
 
 bench-cluster: images
 	$(PY) -m bench.cluster_bench $(BENCH_ARGS)
 
-bench: setup
+bench: venv
 	$(PY) -m bench.checker_bench $(BENCH_ARGS)
 
 clean:
@@ -61,7 +64,7 @@ PARTITION_SCENARIOS := scenarios/R9-pause-minority.yaml scenarios/Q1-quorum-lead
 test-partition: images
 	$(MQCHAOS) suite $(PARTITION_SCENARIOS) || [ $$? -eq 1 ]
 
-heal: setup
+heal: venv
 	$(MQCHAOS) heal all
 
 .PHONY: bench-clients

@@ -1,0 +1,22 @@
+#!/bin/sh
+# mqchaos RabbitMQ entrypoint (bind-mounted). Writes the Erlang cookie explicitly and runs
+# the server binary directly as the rabbitmq user: Debian's /usr/sbin/rabbitmq-server wraps
+# it in `su`, which kills RabbitMQ 2 s after SIGTERM, so a graceful stop would not be one.
+set -eu
+HOME_DIR=/var/lib/rabbitmq
+mkdir -p "$HOME_DIR" /var/log/rabbitmq
+cookie="$HOME_DIR/.erlang.cookie"
+rm -f "$cookie"
+printf '%s' "${MQCHAOS_ERLANG_COOKIE:?MQCHAOS_ERLANG_COOKIE must be set}" > "$cookie"
+chown -R rabbitmq:rabbitmq "$HOME_DIR" /var/log/rabbitmq
+chmod 400 "$cookie"
+# Also give root's CLI tools (docker exec rabbitmqctl) the same cookie.
+cp "$cookie" /root/.erlang.cookie 2>/dev/null && chmod 400 /root/.erlang.cookie || true
+unset MQCHAOS_ERLANG_COOKIE
+if [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; then
+  server=/usr/lib/rabbitmq/bin/rabbitmq-server
+else
+  server=$(command -v rabbitmq-server)
+fi
+export HOME="$HOME_DIR"
+exec setpriv --reuid=rabbitmq --regid=rabbitmq --init-groups "$server"

@@ -1,0 +1,323 @@
+"""The cluster lifecycle interface (Jepsen's ``db`` in spirit) and its Docker Compose base.
+
+Every node is a container named after the node (``rabbit1``, ``zk1``, ``kafka1`` ...) in a
+compose project (``mqchaos-rabbitmq`` / ``mqchaos-kafka``). Addresses are read from Docker;
+clients reach brokers only through ports published on 127.0.0.1.
+"""
+from __future__ import annotations
+
+import abc
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.util import run, wait_until
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+COMPOSE_DIR = ROOT / "compose"
+STATE_DIR = Path(os.environ.get("MQCHAOS_STATE_DIR", ROOT / "build" / "clusters"))
+
+
+class ClusterError(RuntimeError):
+    """A cluster did not reach the state asked for; the message carries the nodes' logs."""
+
+
+class NodeExitedError(ClusterError):
+    """A node that had to stay up exited while waiting (fails a health wait at once)."""
+
+
+def log(msg: str) -> None:
+    print(f"[cluster] {msg}", file=sys.stderr, flush=True)
+
+
+def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    return run(["docker", *args], check=check, timeout=timeout)
+
+
+class Cluster(abc.ABC):
+    """One kind of broker cluster. See harness/db/rabbitmq.py and harness/db/kafka.py."""
+
+    kind: str
+
+    @abc.abstractmethod
+    def up(self, config: Any = None) -> None:
+        """Bring the cluster up with ``config`` (a dataclass with defaults); wait until healthy."""
+
+    @abc.abstractmethod
+    def down(self) -> None:
+        """Remove the containers, networks and volumes."""
+
+    @abc.abstractmethod
+    def nodes(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    def brokers(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    def address(self, node: str) -> str: ...
+
+    @abc.abstractmethod
+    def gateway(self) -> str: ...
+
+    @abc.abstractmethod
+    def exec(self, node: str, cmd: list[str], check: bool = True, timeout: float = 60) -> tuple[int, str]: ...
+
+    @abc.abstractmethod
+    def kill(self, node: str) -> None: ...
+
+    @abc.abstractmethod
+    def stop(self, node: str, timeout: float = 60) -> None: ...
+
+    @abc.abstractmethod
+    def start(self, node: str) -> None: ...
+
+    @abc.abstractmethod
+    def pause(self, node: str) -> None: ...
+
+    @abc.abstractmethod
+    def unpause(self, node: str) -> None: ...
+
+    @abc.abstractmethod
+    def wipe(self, node: str) -> None: ...
+
+    @abc.abstractmethod
+    def running(self, node: str) -> bool: ...
+
+    @abc.abstractmethod
+    def paused(self, node: str) -> bool: ...
+
+    @abc.abstractmethod
+    def wait_healthy(self, timeout: float) -> None: ...
+
+    @abc.abstractmethod
+    def collect_logs(self, run_dir: str | os.PathLike) -> None: ...
+
+    @abc.abstractmethod
+    def client_endpoints(self) -> dict[str, str]: ...
+
+
+class ComposeCluster(Cluster):
+    """What both kinds share: compose project handling and per-node container operations."""
+
+    compose_file: str          # file name in compose/
+    network_key: str           # network name in the compose file
+    data_mounts: dict[str, str]  # in-container data path, by node-name prefix
+    image_env: dict[str, str]  # compose variable -> default image
+
+    def __init__(self, project: str | None = None) -> None:
+        self.project = project or f"mqchaos-{self.kind}"
+        self.state_dir = STATE_DIR / self.kind
+        self._addr_cache: dict[str, str] = {}
+
+    # ---- compose --------------------------------------------------------------------
+    def conf_dir(self) -> Path:
+        return self.state_dir / "conf"
+
+    def compose_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env[f"MQCHAOS_{self.kind.upper()}_CONF"] = str(self.conf_dir())
+        return env
+
+    def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+        from harness.engine import compose_cmd
+        cmd = [*compose_cmd(), "-p", self.project, "-f", str(COMPOSE_DIR / self.compose_file), *args]
+        return run(cmd, check=check, timeout=timeout, env=self.compose_env())
+
+    def network_name(self) -> str:
+        return f"{self.project}_{self.network_key}"
+
+    def volume_name(self, node: str) -> str:
+        return f"{self.project}_{node}-data"
+
+    def _compose_up(self, services: list[str] | None = None) -> None:
+        self.compose("up", "-d", "--no-build", "--force-recreate", *(services or []), timeout=600)
+
+    def down(self) -> None:
+        self.conf_dir().mkdir(parents=True, exist_ok=True)  # compose needs the mount path to parse
+        # No graceful shutdown: the cluster and its data go anyway (a graceful Kafka stop of
+        # all brokers at once takes ~30 s of controlled-shutdown retries).
+        self.compose("kill", check=False, timeout=120)
+        self.compose("down", "-v", "--remove-orphans", "-t", "1", timeout=600)
+        # Belt and braces: anything left behind with the project's names.
+        for node in self.nodes():
+            docker("rm", "-f", "-v", node, check=False)
+            docker("volume", "rm", "-f", self.volume_name(node), check=False)
+        docker("network", "rm", self.network_name(), check=False)
+        self._addr_cache.clear()
+
+    def close(self) -> None:
+        """Release client resources held by this object (Kafka: kazoo, AdminClient)."""
+
+    def leftovers(self) -> dict[str, list[str]]:
+        """Containers, volumes and networks of this project still present (for tests)."""
+        def names(*args: str) -> list[str]:
+            out = docker(*args, check=False).stdout or ""
+            return [line for line in out.split() if line]
+        label = f"label=com.docker.compose.project={self.project}"
+        return {
+            "containers": names("ps", "-a", "--filter", label, "--format", "{{.Names}}"),
+            "volumes": names("volume", "ls", "-q", "--filter", label),
+            "networks": names("network", "ls", "-q", "--filter", label),
+        }
+
+    # ---- containers -----------------------------------------------------------------
+    def _inspect(self, node: str) -> dict | None:
+        proc = docker("inspect", node, check=False, timeout=30)
+        if proc.returncode != 0:
+            return None
+        return json.loads(proc.stdout)[0]
+
+    def state(self, node: str) -> dict:
+        info = self._inspect(node)
+        return info["State"] if info else {}
+
+    def running(self, node: str) -> bool:
+        st = self.state(node)
+        return bool(st.get("Running")) and not st.get("Paused")
+
+    def paused(self, node: str) -> bool:
+        return bool(self.state(node).get("Paused"))
+
+    def exists(self, node: str) -> bool:
+        return self._inspect(node) is not None
+
+    def address(self, node: str) -> str:
+        info = self._inspect(node)
+        if info:
+            net = info["NetworkSettings"]["Networks"].get(self.network_name()) or {}
+            addr = net.get("IPAddress") or (net.get("IPAMConfig") or {}).get("IPv4Address")
+            if addr:
+                self._addr_cache[node] = addr
+                return addr
+        if node in self._addr_cache:
+            return self._addr_cache[node]
+        raise ClusterError(f"{node} has no address on {self.network_name()} (is the cluster up?)")
+
+    def addresses(self) -> dict[str, str]:
+        return {n: self.address(n) for n in self.nodes()}
+
+    def gateway(self) -> str:
+        out = docker("network", "inspect", self.network_name(), "--format",
+                     "{{range .IPAM.Config}}{{.Gateway}} {{end}}").stdout.split()
+        if not out:
+            raise ClusterError(f"network {self.network_name()} has no gateway")
+        return out[0]
+
+    def subnet(self) -> str:
+        return docker("network", "inspect", self.network_name(), "--format",
+                      "{{range .IPAM.Config}}{{.Subnet}} {{end}}").stdout.split()[0]
+
+    def exec(self, node: str, cmd: list[str], check: bool = True, timeout: float = 60,
+             user: str | None = None) -> tuple[int, str]:
+        args = ["docker", "exec"] + (["-u", user] if user else []) + [node, *cmd]
+        try:
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"exec on {node} timed out after {timeout}s: {shlex.join(cmd)}") from exc
+        out = (proc.stdout or "") + (proc.stderr or "")
+        if check and proc.returncode != 0:
+            raise ClusterError(f"exec on {node} failed ({proc.returncode}): {shlex.join(cmd)}\n{out[-3000:]}")
+        return proc.returncode, out
+
+    def kill(self, node: str) -> None:
+        """SIGKILL the node's main process (the container stays, stopped). Works on a paused
+        (frozen) node too, without letting it run first."""
+        if self.state(node).get("Running"):
+            docker("kill", "-s", "KILL", node)
+        wait_until(lambda: not self.state(node).get("Running"), 30, f"{node} to die after SIGKILL", 0.2)
+
+    def stop(self, node: str, timeout: float = 60) -> None:
+        """Graceful stop: SIGTERM, then SIGKILL after ``timeout`` seconds."""
+        if self.paused(node):
+            docker("unpause", node, check=False)
+        docker("stop", "-t", str(int(timeout)), node, timeout=timeout + 60)
+
+    def start(self, node: str) -> None:
+        if self.paused(node):
+            docker("unpause", node)
+        elif not self.state(node).get("Running"):
+            docker("start", node)
+
+    def pause(self, node: str) -> None:
+        if not self.paused(node):
+            docker("pause", node)
+
+    def unpause(self, node: str) -> None:
+        if self.paused(node):
+            docker("unpause", node)
+
+    def exit_code(self, node: str) -> int | None:
+        st = self.state(node)
+        return None if st.get("Running") else st.get("ExitCode")
+
+    def erase_data(self, node: str) -> None:
+        """Delete everything in the node's data volume (the node must not be running)."""
+        if self.state(node).get("Running"):
+            raise ClusterError(f"cannot erase the data of running node {node}")
+        image = self._inspect(node)["Config"]["Image"]  # type: ignore[index]
+        mount = self.data_mount(node)
+        docker("run", "--rm", "--network", "none", "--entrypoint", "/bin/sh",
+               "-v", f"{self.volume_name(node)}:{mount}", image, "-c",
+               f"find {mount} -mindepth 1 -delete", timeout=120)
+
+    def data_mount(self, node: str) -> str:
+        for prefix, path in self.data_mounts.items():
+            if node.startswith(prefix):
+                return path
+        raise KeyError(node)
+
+    def wipe(self, node: str, start: bool = True) -> None:
+        """Lose the node's data: SIGKILL it, erase its data volume, start it again (if ``start``)."""
+        self.kill(node)
+        self.erase_data(node)
+        if start:
+            self.start(node)
+
+    def logs(self, node: str, tail: int | None = None) -> str:
+        args = ["logs", "--timestamps"] + (["--tail", str(tail)] if tail else []) + [node]
+        proc = docker(*args, check=False, timeout=120)
+        return (proc.stdout or "") + (proc.stderr or "")
+
+    def collect_logs(self, run_dir: str | os.PathLike) -> None:
+        out = Path(run_dir) / "logs"
+        out.mkdir(parents=True, exist_ok=True)
+        for node in self.nodes():
+            (out / f"{node}.log").write_text(self.logs(node) if self.exists(node) else "(no container)\n")
+
+    def logs_tail(self, lines: int = 40) -> str:
+        parts = []
+        for node in self.nodes():
+            st = self.state(node)
+            parts.append(f"--- {node} (running={st.get('Running')}, exit={st.get('ExitCode')}) ---\n"
+                         + self.logs(node, tail=lines))
+        return "\n".join(parts)
+
+    def _wait_healthy_or_explain(self, cond, timeout: float, what: str,
+                                 must_run: list[str] | None = None) -> None:
+        """Wait for ``cond``; fail at once (with logs) if a node of ``must_run`` exits."""
+        t0 = time.monotonic()
+
+        def check():
+            for node in must_run or []:
+                st = self.state(node)
+                if st and not st.get("Running"):
+                    raise NodeExitedError(f"{self.kind} node {node} exited (code {st.get('ExitCode')}) "
+                                       f"while waiting for {what}\n{self.logs_tail()}")
+            return cond()
+        try:
+            wait_until(check, timeout, what, interval=1.0, reraise=(NodeExitedError,))
+        except TimeoutError as exc:
+            raise ClusterError(f"{self.kind} cluster not healthy: {exc}\n{self.logs_tail()}") from None
+        log(f"{self.kind}: {what} after {time.monotonic() - t0:.1f}s")
+
+    def status(self) -> dict[str, str]:
+        res = {}
+        for node in self.nodes():
+            st = self.state(node)
+            res[node] = st.get("Status", "absent") if st else "absent"
+        return res

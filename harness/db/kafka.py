@@ -1,0 +1,472 @@
+"""Kafka (ZooKeeper mode) cluster: zk1..3 + kafka1..3, lifecycle and introspection.
+
+Clients reach the brokers through 127.0.0.1:9092..9094 (external listeners advertised as
+such) and ZooKeeper through 127.0.0.1:2181..2183; the brokers talk to each other on the
+internal listener. Broker ids: kafka<N> has broker.id N.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from harness.db.base import ClusterError, ComposeCluster, log
+from harness.util import wait_until
+
+ZK_NODES = ["zk1", "zk2", "zk3"]
+BROKERS = ["kafka1", "kafka2", "kafka3"]
+KAFKA_PORTS = {"kafka1": 9092, "kafka2": 9093, "kafka3": 9094}
+ZK_PORTS = {"zk1": 2181, "zk2": 2182, "zk3": 2183}
+INTERNAL_PORT = 19092
+HEALTH_TOPIC = "mqchaos-health"
+
+LOG4J = """\
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.kafka.network.RequestChannel$=WARN
+log4j.logger.kafka.authorizer.logger=WARN
+log4j.logger.kafka.log.LogCleaner=WARN
+log4j.logger.state.change.logger=INFO
+log4j.logger.kafka.controller=INFO
+log4j.logger.org.apache.zookeeper=INFO
+log4j.logger.org.apache.zookeeper.server.NIOServerCnxn=WARN
+log4j.logger.org.apache.zookeeper.server.NIOServerCnxnFactory=WARN
+"""
+
+
+@dataclass
+class KafkaConfig:
+    """Per-run broker settings. ``extra`` holds raw server.properties ``key=value`` pairs."""
+    min_insync_replicas: int = 1
+    unclean_leader_election: bool = False
+    auto_leader_rebalance: bool = True
+    replica_lag_time_max_ms: int = 30000
+    zookeeper_session_timeout_ms: int = 6000      # lowered from 18000: failover in seconds
+    default_replication_factor: int = 3
+    leader_imbalance_check_interval_seconds: int = 300
+    offsets_topic_partitions: int = 6             # lowered from 50: 2 cores
+    extra: dict[str, str] = field(default_factory=dict)
+    healthy_timeout: float = 180.0
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> "KafkaConfig":
+        """Build from ``{field: value}`` or Kafka property names (``min.insync.replicas``)."""
+        alias = {
+            "min.insync.replicas": "min_insync_replicas",
+            "unclean.leader.election.enable": "unclean_leader_election",
+            "auto.leader.rebalance.enable": "auto_leader_rebalance",
+            "replica.lag.time.max.ms": "replica_lag_time_max_ms",
+            "zookeeper.session.timeout.ms": "zookeeper_session_timeout_ms",
+            "default.replication.factor": "default_replication_factor",
+            "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
+            "offsets.topic.num.partitions": "offsets_topic_partitions",
+        }
+        names = {f.name: f for f in fields(cls)}
+        known: dict[str, Any] = {}
+        extra: dict[str, str] = {}
+        for k, v in settings.items():
+            key = alias.get(k, k.replace("-", "_"))
+            if key in names and key != "extra":
+                known[key] = _coerce(v, names[key].type)
+            else:
+                extra[k] = str(v)
+        cfg = cls(**known)
+        cfg.extra.update(extra)
+        return cfg
+
+    def properties(self, node: str) -> str:
+        bid = broker_id(node)
+        port = KAFKA_PORTS[node]
+        props = {
+            "broker.id": bid,
+            "listeners": f"INTERNAL://0.0.0.0:{INTERNAL_PORT},EXTERNAL://0.0.0.0:{port}",
+            "advertised.listeners": f"INTERNAL://{node}:{INTERNAL_PORT},EXTERNAL://127.0.0.1:{port}",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+            "zookeeper.connect": ",".join(f"{z}:2181" for z in ZK_NODES),
+            "zookeeper.session.timeout.ms": self.zookeeper_session_timeout_ms,
+            "zookeeper.connection.timeout.ms": 30000,
+            "log.dirs": "/var/lib/kafka/data",
+            "num.partitions": 1,
+            "default.replication.factor": self.default_replication_factor,
+            "min.insync.replicas": self.min_insync_replicas,
+            "unclean.leader.election.enable": str(self.unclean_leader_election).lower(),
+            "auto.leader.rebalance.enable": str(self.auto_leader_rebalance).lower(),
+            "leader.imbalance.check.interval.seconds": self.leader_imbalance_check_interval_seconds,
+            "replica.lag.time.max.ms": self.replica_lag_time_max_ms,
+            "offsets.topic.replication.factor": 3,
+            "offsets.topic.num.partitions": self.offsets_topic_partitions,
+            "transaction.state.log.replication.factor": 3,
+            "transaction.state.log.min.isr": 2,
+            "group.initial.rebalance.delay.ms": 0,
+            "controlled.shutdown.enable": "true",
+            "num.network.threads": 2,
+            "num.io.threads": 4,
+        }
+        props.update(self.extra)
+        return "# rendered by harness/db/kafka.py for this run\n" + "".join(
+            f"{k}={v}\n" for k, v in props.items())
+
+
+def _coerce(value: Any, typ: Any) -> Any:
+    t = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
+    if t == "bool":
+        return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+    if t == "int":
+        return int(value)
+    if t == "float":
+        return float(value)
+    return value
+
+
+ZOO_CFG = """\
+# rendered by harness/db/kafka.py
+tickTime=2000
+initLimit=10
+syncLimit=5
+dataDir=/var/lib/zookeeper
+clientPort=2181
+maxClientCnxns=0
+quorumListenOnAllIPs=true
+4lw.commands.whitelist=*
+admin.enableServer=false
+autopurge.purgeInterval=1
+""" + "".join(f"server.{i}={z}:2888:3888\n" for i, z in enumerate(ZK_NODES, 1))
+
+
+def broker_id(node: str) -> int:
+    if node not in BROKERS:
+        raise ValueError(f"{node} is not a broker ({BROKERS})")
+    return int(node.removeprefix("kafka"))
+
+
+def broker_node(bid: int | str | None) -> str | None:
+    if bid is None or int(bid) < 0:
+        return None
+    return f"kafka{int(bid)}"
+
+
+class KafkaCluster(ComposeCluster):
+    kind = "kafka"
+    compose_file = "kafka.yml"
+    network_key = "kafkanet"
+    data_mounts = {"zk": "/var/lib/zookeeper", "kafka": "/var/lib/kafka"}
+
+    def __init__(self, project: str | None = None) -> None:
+        super().__init__(project)
+        self.config = KafkaConfig()
+        self._zk = None
+        self._zk_lock = threading.Lock()
+        self._admin = None
+
+    # ---- topology -------------------------------------------------------------------
+    def nodes(self) -> list[str]:
+        return ZK_NODES + BROKERS
+
+    def brokers(self) -> list[str]:
+        return list(BROKERS)
+
+    def zk_nodes(self) -> list[str]:
+        return list(ZK_NODES)
+
+    def client_endpoints(self) -> dict[str, str]:
+        return {n: f"127.0.0.1:{KAFKA_PORTS[n]}" for n in BROKERS}
+
+    def bootstrap_servers(self) -> str:
+        return ",".join(self.client_endpoints().values())
+
+    def zk_endpoints(self) -> dict[str, str]:
+        return {n: f"127.0.0.1:{ZK_PORTS[n]}" for n in ZK_NODES}
+
+    broker_id = staticmethod(broker_id)
+    broker_node = staticmethod(broker_node)
+
+    # ---- lifecycle ------------------------------------------------------------------
+    def write_config(self, config: KafkaConfig) -> None:
+        conf = self.conf_dir()
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "zoo.cfg").write_text(ZOO_CFG)
+        (conf / "log4j.properties").write_text(LOG4J)
+        for node in BROKERS:
+            (conf / f"{node}.properties").write_text(config.properties(node))
+
+    def up(self, config: KafkaConfig | None = None, fresh: bool = True) -> None:
+        """ZooKeeper ensemble first (a broker gives up if ZooKeeper does not answer), then the
+        brokers; healthy = quorum, 3 brokers registered, a RF-3 topic with a full ISR."""
+        self.config = config or KafkaConfig()
+        self.close()
+        if fresh:
+            self.down()
+        self.write_config(self.config)
+        self._compose_up(ZK_NODES)
+        self._wait_healthy_or_explain(self.zk_quorum, self.config.healthy_timeout, "ZooKeeper quorum",
+                                      must_run=ZK_NODES)
+        self._compose_up(BROKERS)
+        self.wait_healthy(self.config.healthy_timeout, must_run=self.nodes())
+
+    def down(self) -> None:
+        self.close()
+        super().down()
+
+    def wait_healthy(self, timeout: float = 180, must_run: list[str] | None = None) -> None:
+        self._wait_healthy_or_explain(self._all_registered, timeout, "3 brokers registered", must_run)
+        deadline = time.monotonic() + timeout
+
+        def topic_ready() -> bool:
+            if HEALTH_TOPIC not in self.topics():
+                self.create_topic(HEALTH_TOPIC, partitions=3, wait=False)
+            return self.fully_replicated(HEALTH_TOPIC)
+        self._wait_healthy_or_explain(topic_ready, max(10.0, deadline - time.monotonic()),
+                                      f"topic {HEALTH_TOPIC} fully in sync")
+
+    def _all_registered(self) -> bool:
+        return all(self.running(n) for n in self.nodes()) and self.registered_brokers() == BROKERS
+
+    def healthy(self) -> bool:
+        try:
+            return (self.zk_quorum() and self._all_registered()
+                    and (HEALTH_TOPIC not in self.topics() or self.fully_replicated(HEALTH_TOPIC)))
+        except Exception:  # noqa: BLE001
+            return False
+
+    def start(self, node: str) -> None:
+        """Start (or unpause) a node. A broker started again while its previous ZooKeeper
+        registration lives on (within zookeeper.session.timeout.ms of a kill -9) exits at once
+        with NodeExistsException, so wait for the old session to expire first."""
+        st = self.state(node)
+        if node in BROKERS and st and not st.get("Running"):
+            limit = self.config.zookeeper_session_timeout_ms / 1000 + 20
+            try:
+                wait_until(lambda: node not in self.registered_brokers(), limit,
+                           f"{node}'s previous ZooKeeper session to expire", 0.25)
+            except TimeoutError as exc:
+                log(f"{exc}; starting {node} anyway")
+        super().start(node)
+
+    def registration_time(self, node: str) -> float | None:
+        """When the broker's live ZooKeeper registration was created (epoch seconds)."""
+        from kazoo.exceptions import NoNodeError
+        try:
+            _, stat = self.zk().get(f"/brokers/ids/{broker_id(node)}")
+        except NoNodeError:
+            return None
+        return stat.ctime / 1000.0
+
+    def started_at(self, node: str) -> float | None:
+        from datetime import datetime
+        raw = self.state(node).get("StartedAt")
+        if not raw or raw.startswith("0001"):
+            return None
+        raw = raw.rstrip("Z")
+        main, _, frac = raw.partition(".")
+        ts = datetime.fromisoformat(main + "+00:00").timestamp()
+        return ts + (float("0." + frac[:6]) if frac else 0.0)
+
+    def registered_since_start(self, node: str) -> bool:
+        """The broker's registration belongs to its current run (not a stale session)."""
+        reg, started = self.registration_time(node), self.started_at(node)
+        return reg is not None and started is not None and self.running(node) and reg >= started - 2
+
+    def close(self) -> None:
+        self._admin = None
+        with self._zk_lock:
+            if self._zk is not None:
+                try:
+                    self._zk.stop()
+                    self._zk.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                self._zk = None
+
+    # ---- ZooKeeper (kazoo through 127.0.0.1) ----------------------------------------
+    def zk(self):
+        from kazoo.client import KazooClient
+        from kazoo.retry import KazooRetry
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+        with self._zk_lock:
+            if self._zk is None or not self._zk.connected:
+                if self._zk is not None:
+                    try:
+                        self._zk.stop()
+                        self._zk.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+                client = KazooClient(hosts=",".join(self.zk_endpoints().values()), timeout=6.0,
+                                     connection_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=1),
+                                     command_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=1))
+                client.start(timeout=10)
+                self._zk = client
+            return self._zk
+
+    def zk_get_json(self, path: str) -> Any:
+        from kazoo.exceptions import NoNodeError
+        try:
+            data, _ = self.zk().get(path)
+        except NoNodeError:
+            return None
+        return json.loads(data) if data else None
+
+    def zk_children(self, path: str) -> list[str]:
+        from kazoo.exceptions import NoNodeError
+        try:
+            return self.zk().get_children(path)
+        except NoNodeError:
+            return []
+
+    def zk_mode(self, node: str, timeout: float = 3) -> str | None:
+        """'leader' / 'follower' / 'standalone', or None if the server does not serve (4lw srvr)."""
+        try:
+            with socket.create_connection(("127.0.0.1", ZK_PORTS[node]), timeout=timeout) as s:
+                s.sendall(b"srvr")
+                s.settimeout(timeout)
+                data = b""
+                while chunk := s.recv(4096):
+                    data += chunk
+        except OSError:
+            return None
+        for line in data.decode(errors="replace").splitlines():
+            if line.startswith("Mode:"):
+                return line.split(":", 1)[1].strip()
+        return None
+
+    def zk_quorum(self) -> bool:
+        modes = [self.zk_mode(n) for n in ZK_NODES]
+        return modes.count("leader") == 1 and modes.count("follower") == 2
+
+    def registered_brokers(self) -> list[str]:
+        """Brokers with a live registration in ZooKeeper (/brokers/ids)."""
+        return sorted(broker_node(i) for i in self.zk_children("/brokers/ids"))  # type: ignore[misc]
+
+    def controller(self) -> str | None:
+        """The controller broker's node name, from ZooKeeper's /controller."""
+        data = self.zk_get_json("/controller")
+        return broker_node(data["brokerid"]) if data else None
+
+    def controller_epoch(self) -> int | None:
+        data = self.zk_get_json("/controller_epoch")
+        return int(data) if data is not None else None
+
+    def partitions(self, topic: str) -> list[dict[str, Any]]:
+        """Per partition, from ZooKeeper (the controller's record): leader, ISR, replicas,
+        preferred replica (first replica), leader epoch. Node names, not broker ids."""
+        assign = self.zk_get_json(f"/brokers/topics/{topic}")
+        if not assign:
+            raise ClusterError(f"topic {topic} does not exist")
+        res = []
+        for p, replicas in sorted(assign["partitions"].items(), key=lambda kv: int(kv[0])):
+            st = self.zk_get_json(f"/brokers/topics/{topic}/partitions/{p}/state") or {}
+            reps = [broker_node(r) for r in replicas]
+            res.append({
+                "partition": int(p),
+                "leader": broker_node(st.get("leader")),
+                "isr": [broker_node(r) for r in st.get("isr", [])],
+                "replicas": reps,
+                "preferred": reps[0] if reps else None,
+                "leader_epoch": st.get("leader_epoch"),
+            })
+        return res
+
+    def leader(self, topic: str, partition: int = 0) -> str | None:
+        return self.partitions(topic)[partition]["leader"]
+
+    def isr(self, topic: str, partition: int = 0) -> list[str]:
+        return self.partitions(topic)[partition]["isr"]
+
+    def followers(self, topic: str, partition: int = 0) -> list[str]:
+        p = self.partitions(topic)[partition]
+        return [r for r in p["replicas"] if r != p["leader"]]
+
+    def fully_replicated(self, topic: str) -> bool:
+        parts = self.partitions(topic)
+        return bool(parts) and all(p["leader"] and sorted(p["isr"]) == sorted(p["replicas"]) for p in parts)
+
+    def wait_fully_replicated(self, topic: str, timeout: float = 120) -> None:
+        self._wait_healthy_or_explain(lambda: self.fully_replicated(topic), timeout,
+                                      f"topic {topic} fully in sync")
+
+    # ---- AdminClient (through 127.0.0.1) --------------------------------------------
+    def admin(self):
+        """One AdminClient per cluster object (kept: futures die with their client)."""
+        from confluent_kafka.admin import AdminClient
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers(),
+                                       "socket.timeout.ms": 10000, "log_level": 0,
+                                       "logger": logging.getLogger("mqchaos.kafka.admin")})
+        return self._admin
+
+    def topics(self, timeout: float = 10) -> list[str]:
+        md = self.admin().list_topics(timeout=timeout)
+        return sorted(md.topics)
+
+    def metadata(self, topic: str, timeout: float = 10) -> list[dict[str, Any]]:
+        """Per partition as the brokers' metadata says: leader, ISR, replicas (node names)."""
+        md = self.admin().list_topics(topic=topic, timeout=timeout)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            raise ClusterError(f"metadata for {topic}: {t.error if t else 'absent'}")
+        return [{"partition": p.id, "leader": broker_node(p.leader),
+                 "isr": [broker_node(r) for r in p.isrs], "replicas": [broker_node(r) for r in p.replicas],
+                 "preferred": broker_node(p.replicas[0]) if p.replicas else None}
+                for p in sorted(t.partitions.values(), key=lambda p: p.id)]
+
+    def metadata_brokers(self, timeout: float = 10) -> list[str]:
+        md = self.admin().list_topics(timeout=timeout)
+        return sorted(broker_node(b) for b in md.brokers)  # type: ignore[misc]
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
+                     config: dict[str, str] | None = None, replicas: list[list[str]] | None = None,
+                     wait: bool = True, timeout: float = 60) -> None:
+        """Create a topic (RF 3 by default), optionally with an explicit assignment
+        (``replicas``: per partition, node names, preferred first); wait until in sync."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import NewTopic
+        if replicas:
+            nt = NewTopic(name, num_partitions=len(replicas), replication_factor=-1,
+                          replica_assignment=[[broker_id(n) for n in r] for r in replicas],
+                          config=config or {})
+        else:
+            nt = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                          config=config or {})
+        fut = self.admin().create_topics([nt], operation_timeout=30, request_timeout=30)[name]
+        try:
+            fut.result(timeout=timeout)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise ClusterError(f"create_topic {name}: {exc}") from exc
+        if wait:
+            wait_until(lambda: self.fully_replicated(name), timeout, f"topic {name} fully in sync", 0.5)
+
+    def delete_topic(self, name: str, timeout: float = 60) -> None:
+        fut = self.admin().delete_topics([name], operation_timeout=30)[name]
+        fut.result(timeout=timeout)
+
+    def elect_preferred_leaders(self, topic: str) -> None:
+        """Preferred-replica election for every partition of ``topic`` (via ZooKeeper)."""
+        from kazoo.exceptions import NodeExistsError
+        parts = [{"topic": topic, "partition": p["partition"]} for p in self.partitions(topic)]
+        try:
+            self.zk().create("/admin/preferred_replica_election",
+                             json.dumps({"version": 1, "partitions": parts}).encode())
+        except NodeExistsError as exc:
+            raise ClusterError("a preferred replica election is already in progress") from exc
+        log(f"preferred replica election requested for {topic}")
+
+    def describe_controller_via_admin(self, timeout: float = 10) -> str | None:
+        res = self.admin().describe_cluster(request_timeout=timeout).result(timeout=timeout)
+        return broker_node(res.controller.id) if res.controller else None
+
+    def wait_broker_rejoined(self, node: str, topic: str = HEALTH_TOPIC, timeout: float = 120) -> None:
+        """Wait until ``node`` is registered and back in the ISR of every partition of ``topic``."""
+        def ok() -> bool:
+            return self.registered_since_start(node) and all(node in p["isr"] for p in self.partitions(topic))
+        self._wait_healthy_or_explain(ok, timeout, f"{node} rejoined the ISR of {topic}")
+
+
+__all__ = ["KafkaCluster", "KafkaConfig", "broker_id", "broker_node"]

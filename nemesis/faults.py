@@ -1,0 +1,208 @@
+"""Faults: each is planned (targets resolved, rules computed: a ``Fault`` record that says
+exactly what will be done and how to undo it) and then executed. The plan is saved in the
+state file *before* any side effect, so a harness killed mid-fault leaves enough behind for
+``mqchaos heal`` to undo it.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from nemesis import grudge as g
+from nemesis import net
+from nemesis.targets import TargetError, grudge_for, resolve
+
+# Targets of a step that names none: one seeded random broker, never "every broker" by accident
+DEFAULT_TARGETS = {"partition": "random_halves", "loss": "random_halves", "rolling_restart": "brokers",
+                   "start": "all", "unpause": "all"}
+
+# undo keys, in the order a heal runs them: thaw first (a frozen container runs no iptables),
+# then lift network faults, then start what was stopped
+UNDO_ORDER = ("unpause", "rules", "tbf", "start")
+
+
+@dataclass
+class Fault:
+    id: str
+    fault: str
+    targets: list[str]
+    details: dict = field(default_factory=dict)
+    undo: dict = field(default_factory=dict)
+    t_start: float | None = None
+    t_end: float | None = None
+    instant: bool = False  # over as soon as executed (restart, rolling_restart, ...)
+
+    def record(self) -> dict:
+        """The nemesis.jsonl line (docs/history.md), plus the fault's id."""
+        return {"fault": self.fault, "targets": self.targets, "t_start": self.t_start,
+                "t_end": self.t_end, "details": self.details, "id": self.id}
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Fault":
+        return cls(**data)
+
+    def describe(self) -> str:
+        """A few words: the cut links of a network fault, else the nodes."""
+        links = self.details.get("links")
+        what = " ".join("/".join(link) for link in links) if links else ",".join(self.targets)
+        return f"{self.fault} {what}"
+
+    def pending(self) -> bool:
+        return any(self.undo.get(k) for k in UNDO_ORDER)
+
+
+@dataclass
+class Ctx:
+    """What planning and executing a fault may use."""
+    cluster: Any
+    rng: random.Random
+    now: Callable[[], float]
+    context: dict = field(default_factory=dict)
+
+
+def _addr_of(ctx: Ctx) -> Callable[[str], str]:
+    cache: dict[str, str] = {}
+
+    def addr(node: str) -> str:
+        if node not in cache:
+            cache[node] = ctx.cluster.gateway() if node == g.CLIENTS else ctx.cluster.address(node)
+        return cache[node]
+    return addr
+
+
+def _real(ctx: Ctx, nodes: list[str], what: str) -> list[str]:
+    if g.CLIENTS in nodes:
+        raise TargetError(f"{what} needs nodes; 'clients' is only a network target")
+    return nodes
+
+
+# ---- planning ------------------------------------------------------------------------------
+def plan_partition(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    grudge = grudge_for(ctx.cluster, spec, ctx.rng, ctx.context)
+    addr = _addr_of(ctx)
+    prob = params.get("probability")
+    if f.fault == "loss":
+        if prob is None:
+            raise TargetError("loss needs params.probability")
+        rules = net.loss_rules(grudge, addr, f.id, float(prob))
+    else:
+        rules = net.partition_rules(grudge, addr, f.id)
+    involved = sorted({n for n, peers in grudge.items() if peers} | {p for ps in grudge.values() for p in ps})
+    f.targets = involved
+    f.details.update({"grudge": g.to_json(grudge),
+                      "links": sorted(sorted(link) for link in g.links(grudge)),
+                      "addresses": {n: addr(n) for n in involved},
+                      "rules": rules})
+    if prob is not None:
+        f.details["probability"] = float(prob)
+    f.undo["rules"] = rules
+
+
+def plan_bandwidth(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    if "rate" not in params:
+        raise TargetError("bandwidth needs params.rate (e.g. 1mbit)")
+    nodes = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.context), "bandwidth")
+    tbf = {n: net.tbf_spec(net.default_dev(ctx.cluster, n), str(params["rate"]),
+                           str(params.get("burst", "32kbit")), str(params.get("latency", "400ms")))
+           for n in nodes}
+    f.targets = nodes
+    f.details["tc"] = {n: "tc qdisc replace " + " ".join(s) for n, s in tbf.items()}
+    f.undo["tbf"] = tbf
+
+
+def plan_nodes(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    f.targets = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.context), f.fault)
+    undo = {"kill": "start", "stop": "start", "pause": "unpause"}.get(f.fault)
+    if f.fault == "wipe" and not params.get("start", True):
+        undo = "start"
+    if undo:
+        f.undo[undo] = list(f.targets)
+    f.instant = undo is None
+
+
+PLANNERS: dict[str, Callable[[Ctx, Fault, Any, dict], None]] = {
+    "partition": plan_partition, "loss": plan_partition, "bandwidth": plan_bandwidth,
+    **{k: plan_nodes for k in ("kill", "stop", "pause", "wipe", "restart", "restart_app",
+                               "rolling_restart")},
+}
+
+
+# ---- executing -----------------------------------------------------------------------------
+def _wait_rejoined(cluster: Any, node: str, timeout: float) -> None:
+    if cluster.kind == "rabbitmq":
+        cluster.wait_node_rejoined(node, timeout=timeout)
+    elif node in cluster.brokers():
+        from harness.util import wait_until
+        wait_until(lambda: node in cluster.registered_brokers(), timeout, f"{node} registered", 0.5)
+
+
+def _restart(ctx: Ctx, node: str, params: dict) -> dict:
+    step = {"node": node, "stop": ctx.now()}
+    ctx.cluster.stop(node, timeout=float(params.get("timeout", 60)))
+    step["start"] = ctx.now()
+    ctx.cluster.start(node)
+    if params.get("wait", True):
+        _wait_rejoined(ctx.cluster, node, float(params.get("rejoin_timeout", 180)))
+        step["rejoined"] = ctx.now()
+    return step
+
+
+def execute(ctx: Ctx, f: Fault, params: dict) -> None:
+    c = ctx.cluster
+    if f.undo.get("rules"):
+        net.apply_rules(c, f.undo["rules"])
+    for node, spec in (f.undo.get("tbf") or {}).items():
+        c.exec(node, ["tc", "qdisc", "replace", *spec], timeout=30)
+    for node in f.targets if f.fault in NODE_ACTIONS else []:
+        NODE_ACTIONS[f.fault](ctx, node, params, f)
+
+
+def _wipe(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
+    kw = {"start": bool(params.get("start", True))}
+    if ctx.cluster.kind == "rabbitmq":
+        kw["forget"] = bool(params.get("forget", True))
+    ctx.cluster.wipe(node, **kw)
+    if kw["start"] and params.get("wait", False):
+        _wait_rejoined(ctx.cluster, node, float(params.get("rejoin_timeout", 180)))
+
+
+def _restart_app(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
+    ctx.cluster.stop_app(node)
+    ctx.cluster.start_app(node)
+
+
+def _rolling(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
+    f.details.setdefault("sequence", []).append(_restart(ctx, node, params))
+
+
+NODE_ACTIONS: dict[str, Callable[[Ctx, str, dict, Fault], None]] = {
+    "kill": lambda ctx, n, p, f: ctx.cluster.kill(n),
+    "stop": lambda ctx, n, p, f: ctx.cluster.stop(n, timeout=float(p.get("timeout", 60))),
+    "pause": lambda ctx, n, p, f: ctx.cluster.pause(n),
+    "wipe": _wipe,
+    "restart": _rolling,
+    "rolling_restart": _rolling,
+    "restart_app": _restart_app,
+}
+
+
+def undo(cluster: Any, f: Fault, keys: tuple[str, ...] = UNDO_ORDER) -> None:
+    """Undo the fault's ``keys`` parts; what is undone leaves ``f.undo``. Rules on a frozen
+    (docker-paused) node cannot be removed yet and stay pending."""
+    for key in keys:
+        pending = f.undo.get(key)
+        if not pending:
+            continue
+        if key == "rules":
+            f.undo[key] = {n: pending[n] for n in net.remove_rules(cluster, pending)}
+        elif key == "tbf":
+            f.undo[key] = {n: pending[n] for n in net.remove_tbf_all(cluster, pending)}
+        else:
+            todo = [n for n in cluster.nodes() if n in pending]
+            for n in todo:
+                (cluster.unpause if key == "unpause" else cluster.start)(n)
+            f.undo[key] = [n for n in pending if n not in todo]

@@ -1,0 +1,165 @@
+"""Network faults inside the containers: iptables drops (partitions, packet loss) and tc tbf
+(bandwidth).
+
+Every rule lives in one of two dedicated chains, ``MQCHAOS-IN`` (jumped to from INPUT) and
+``MQCHAOS-OUT`` (from OUTPUT), and carries the comment ``mqchaos:<fault id>``. So a fault is
+removed by deleting exactly the rules it added (they are recorded, in ``iptables -S`` form), and
+``clear_node`` removes everything the project ever added without touching Docker's own rules
+(the embedded DNS lives in the nat table).
+
+Delay is not offered: the kernel here has no ``sch_netem`` ("Specified qdisc kind is unknown"),
+and iptables can only drop, not hold, packets. Delay would need a userspace proxy on the client
+path; that is out of scope.
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Any, Callable, Iterable, Mapping
+
+from nemesis.grudge import CLIENTS
+
+CHAIN_IN = "MQCHAOS-IN"
+CHAIN_OUT = "MQCHAOS-OUT"
+TAG = "mqchaos"
+JUMPS = (("INPUT", CHAIN_IN), ("OUTPUT", CHAIN_OUT))
+IPT = ["iptables", "-w", "5"]
+
+Rules = dict[str, list[str]]  # node -> rule specs ("CHAIN -s addr ... -j DROP"), as recorded
+
+
+def _tag(fault_id: str) -> list[str]:
+    return ["-m", "comment", "--comment", f"{TAG}:{fault_id}"]
+
+
+def _drop(chain: str, direction: str, addr: str, fault_id: str, probability: float | None) -> str:
+    stat = [] if probability is None else ["-m", "statistic", "--mode", "random",
+                                           "--probability", f"{probability:g}"]
+    return shlex.join([chain, direction, f"{addr}/32", *stat, *_tag(fault_id), "-j", "DROP"])
+
+
+def partition_rules(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
+                    fault_id: str) -> Rules:
+    """INPUT drop from and OUTPUT drop to every grudged address, on the grudging node.
+    The ``clients`` pseudo-node carries no rules: its side of the cut is the node's."""
+    rules: Rules = {}
+    for node, peers in sorted(grudge.items()):
+        if node == CLIENTS or not peers:
+            continue
+        specs = []
+        for peer in sorted(peers):
+            addr = addr_of(peer)
+            specs.append(_drop(CHAIN_IN, "-s", addr, fault_id, None))
+            specs.append(_drop(CHAIN_OUT, "-d", addr, fault_id, None))
+        rules[node] = specs
+    return rules
+
+
+def loss_rules(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
+               fault_id: str, probability: float) -> Rules:
+    """Drop each packet on the grudged links with ``probability``, once per direction: on the
+    sender's OUTPUT (a symmetric grudge covers both directions). Towards ``clients`` the node
+    also drops inbound, since the host carries no rules."""
+    if not 0 < probability <= 1:
+        raise ValueError(f"probability must be in (0, 1], not {probability}")
+    rules: Rules = {}
+    for node, peers in sorted(grudge.items()):
+        if node == CLIENTS or not peers:
+            continue
+        specs = []
+        for peer in sorted(peers):
+            addr = addr_of(peer)
+            specs.append(_drop(CHAIN_OUT, "-d", addr, fault_id, probability))
+            if peer == CLIENTS:
+                specs.append(_drop(CHAIN_IN, "-s", addr, fault_id, probability))
+        rules[node] = specs
+    return rules
+
+
+def apply_script(specs: list[str]) -> str:
+    """One shell script per node: create the chains and jumps if missing, then append."""
+    lines = ["set -e"]
+    for parent, chain in JUMPS:
+        jump = shlex.join([parent, *_tag_plain(), "-j", chain])
+        lines.append(f"{shlex.join(IPT)} -N {chain} 2>/dev/null || true")
+        lines.append(f"{shlex.join(IPT)} -C {jump} 2>/dev/null || {shlex.join(IPT)} -I {parent} 1 "
+                     + shlex.join([*_tag_plain(), "-j", chain]))
+    lines += [f"{shlex.join(IPT)} -A {spec}" for spec in specs]
+    return "\n".join(lines)
+
+
+def _tag_plain() -> list[str]:
+    return ["-m", "comment", "--comment", TAG]
+
+
+def remove_script(specs: list[str]) -> str:
+    # `|| true`: a rule already gone (node restarted: fresh netns) is the state we want.
+    return "\n".join(f"{shlex.join(IPT)} -D {spec} 2>/dev/null || true" for spec in specs) or "true"
+
+
+def clear_script() -> str:
+    """Remove every project rule, chain and tbf qdisc from a node (bounded loops)."""
+    ipt = shlex.join(IPT)
+    lines = []
+    for parent, chain in JUMPS:
+        jump = shlex.join([parent, *_tag_plain(), "-j", chain])
+        lines.append(f"i=0; while [ $i -lt 50 ] && {ipt} -D {jump} 2>/dev/null; do i=$((i+1)); done")
+        lines.append(f"{ipt} -F {chain} 2>/dev/null || true")
+        lines.append(f"{ipt} -X {chain} 2>/dev/null || true")
+    lines.append(f"for d in $({TBF_DEVS}); do tc qdisc del dev $d root 2>/dev/null || true; done")
+    return "\n".join(lines)
+
+
+# Interfaces with a tbf root qdisc: only the nemesis adds one (Docker leaves noqueue).
+TBF_DEVS = "tc qdisc show | awk '$2==\"tbf\" && $6==\"root\" {print $5}' 2>/dev/null"
+COUNT_RULES = "iptables -w 5 -S 2>/dev/null | grep -c -e mqchaos -e MQCHAOS || true"
+
+
+def run_script(cluster: Any, node: str, script: str, check: bool = True, timeout: float = 30) -> str:
+    _, out = cluster.exec(node, ["sh", "-c", script], check=check, timeout=timeout)
+    return out
+
+
+def apply_rules(cluster: Any, rules: Rules) -> None:
+    for node, specs in rules.items():
+        run_script(cluster, node, apply_script(specs))
+
+
+def remove_rules(cluster: Any, rules: Rules) -> list[str]:
+    """Delete exactly these rules; returns the nodes that could not be reached because their
+    container is frozen (a stopped node lost its rules with its network namespace)."""
+    return [node for node, specs in rules.items() if not _on_live(cluster, node, remove_script(specs))]
+
+
+def _on_live(cluster: Any, node: str, script: str) -> bool:
+    if cluster.paused(node):
+        return False
+    if cluster.running(node):
+        run_script(cluster, node, script, check=False)
+    return True
+
+
+def clear_node(cluster: Any, node: str) -> None:
+    run_script(cluster, node, clear_script(), check=False)
+
+
+def project_rules(cluster: Any, node: str) -> int:
+    """How many project rules/chains/qdiscs the node carries (0 after a heal)."""
+    out = run_script(cluster, node, f"{COUNT_RULES}; {TBF_DEVS} | wc -l", check=False)
+    return sum(int(x) for x in out.split() if x.isdigit())
+
+
+def default_dev(cluster: Any, node: str) -> str:
+    """The interface towards the cluster network (``eth0`` in practice, but asked)."""
+    out = run_script(cluster, node, f"ip -o route get {shlex.quote(cluster.gateway())}")
+    words = out.split()
+    return words[words.index("dev") + 1]
+
+
+def tbf_spec(dev: str, rate: str, burst: str, latency: str) -> list[str]:
+    return ["dev", dev, "root", "tbf", "rate", rate, "burst", burst, "latency", latency]
+
+
+def remove_tbf_all(cluster: Any, tbf: dict[str, list[str]]) -> list[str]:
+    """Delete these root qdiscs; returns the nodes left for later (frozen containers)."""
+    return [node for node, spec in tbf.items()
+            if not _on_live(cluster, node, shlex.join(["tc", "qdisc", "del", *spec[:3]]) + " 2>/dev/null || true")]

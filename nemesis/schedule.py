@@ -1,0 +1,170 @@
+"""Nemesis schedules as data: explicit steps, or generators expanded (seeded) into steps.
+
+In a scenario (YAML), ``nemesis:`` is a list of steps, or a mapping with any of ``steps``,
+``cycle`` and ``random`` (each a mapping, or a list of mappings), merged and sorted by ``at``::
+
+    nemesis:
+      steps:
+        - {at: 10, fault: partition, targets: {isolate: "queue_master:q"}, duration: 30}
+        - {at: 50, fault: kill, targets: rabbit3}
+        - {at: 60, fault: start, targets: rabbit3}
+      cycle: {fault: pause, targets: "leader:t", on: 5, off: 10, start: 5, count: 3}
+      random: {faults: [kill, pause, {fault: partition, targets: halves}], seed: 7,
+               start: 0, until: 60, on: [3, 8], off: [5, 10]}
+
+``at`` is seconds after the schedule starts; ``duration`` (optional) heals the fault after that
+long, otherwise it stays until a later ``start``/``unpause``/``heal`` step or the run's final heal.
+Anything a fault needs beyond its targets goes in ``params`` (e.g. ``probability``, ``rate``).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+FAULTS = ("partition", "loss", "bandwidth", "kill", "stop", "pause", "wipe", "start", "unpause",
+          "restart", "restart_app", "rolling_restart", "heal")
+MAX_STEPS = 10_000  # generators are bounded by count/until; this is the backstop
+
+
+class ScheduleError(ValueError):
+    """The schedule is malformed; the message names the offending field."""
+
+
+@dataclass(frozen=True)
+class Step:
+    at: float
+    fault: str
+    targets: Any = None
+    duration: float | None = None
+    params: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"at": self.at, "fault": self.fault, "targets": self.targets,
+                "duration": self.duration, "params": dict(self.params)}
+
+
+def _check_keys(where: str, data: dict, allowed: set[str], required: set[str] = frozenset()) -> None:
+    if not isinstance(data, dict):
+        raise ScheduleError(f"{where}: expected a mapping, got {data!r}")
+    for key in data:
+        if key not in allowed:
+            raise ScheduleError(f"{where}: unknown field {key!r} (allowed: {sorted(allowed)})")
+    for key in required:
+        if key not in data:
+            raise ScheduleError(f"{where}: missing field {key!r}")
+
+
+def _num(where: str, name: str, value: Any, minimum: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
+        raise ScheduleError(f"{where}: field {name!r} must be a number >= {minimum}, not {value!r}")
+    return float(value)
+
+
+def _fault(where: str, name: Any) -> str:
+    if name not in FAULTS:
+        raise ScheduleError(f"{where}: field 'fault' must be one of {list(FAULTS)}, not {name!r}")
+    return name
+
+
+def step(data: dict, where: str = "step") -> Step:
+    _check_keys(where, data, {"at", "fault", "targets", "duration", "params"}, {"at", "fault"})
+    duration = data.get("duration")
+    params = data.get("params") or {}
+    if not isinstance(params, dict):
+        raise ScheduleError(f"{where}: field 'params' must be a mapping")
+    return Step(at=_num(where, "at", data["at"]), fault=_fault(where, data["fault"]),
+                targets=data.get("targets"), params=dict(params),
+                duration=None if duration is None else _num(where, "duration", duration))
+
+
+def _span(where: str, name: str, value: Any) -> tuple[float, float]:
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise ScheduleError(f"{where}: field {name!r} is a number or [min, max]")
+        lo, hi = value
+    else:
+        lo = hi = value
+    lo, hi = _num(where, name, lo), _num(where, name, hi)
+    if hi < lo:
+        raise ScheduleError(f"{where}: field {name!r} has max < min")
+    return lo, hi
+
+
+def cycle(data: dict, where: str = "cycle") -> list[Step]:
+    """The same fault on for ``on`` seconds, off for ``off``, ``count`` times or until ``until``."""
+    _check_keys(where, data, {"fault", "targets", "on", "off", "start", "count", "until", "params"},
+                {"fault", "on", "off"})
+    if "count" not in data and "until" not in data:
+        raise ScheduleError(f"{where}: needs field 'count' or 'until' (a cycle must end)")
+    on, off = _num(where, "on", data["on"], 0.001), _num(where, "off", data["off"])
+    t = _num(where, "start", data.get("start", 0))
+    count = int(_num(where, "count", data.get("count", MAX_STEPS)))
+    until = _num(where, "until", data.get("until", float("inf")))
+    fault = _fault(where, data["fault"])
+    steps: list[Step] = []
+    while len(steps) < min(count, MAX_STEPS) and t < until:
+        steps.append(Step(at=t, fault=fault, targets=data.get("targets"), duration=on,
+                          params=dict(data.get("params") or {})))
+        t += on + off
+    return steps
+
+
+def _choice(where: str, item: Any) -> dict:
+    if isinstance(item, str):
+        return {"fault": _fault(where, item), "targets": None, "params": {}}
+    _check_keys(where, item, {"fault", "targets", "params"}, {"fault"})
+    return {"fault": _fault(where, item["fault"]), "targets": item.get("targets"),
+            "params": dict(item.get("params") or {})}
+
+
+def random_faults(data: dict, where: str = "random") -> list[Step]:
+    """Faults drawn from a set, one at a time, with seeded random on/off periods."""
+    _check_keys(where, data, {"faults", "seed", "start", "until", "count", "on", "off"},
+                {"faults", "seed", "until", "on", "off"})
+    if not isinstance(data["faults"], list) or not data["faults"]:
+        raise ScheduleError(f"{where}: field 'faults' must be a non-empty list")
+    choices = [_choice(f"{where}.faults[{i}]", f) for i, f in enumerate(data["faults"])]
+    on, off = _span(where, "on", data["on"]), _span(where, "off", data["off"])
+    rng = random.Random(int(data["seed"]))
+    t, until = _num(where, "start", data.get("start", 0)), _num(where, "until", data["until"])
+    count = int(_num(where, "count", data.get("count", MAX_STEPS)))
+    steps: list[Step] = []
+    while t < until and len(steps) < min(count, MAX_STEPS):
+        c = rng.choice(choices)
+        dur = round(rng.uniform(*on), 3)
+        steps.append(Step(at=round(t, 3), fault=c["fault"], targets=c["targets"], duration=dur,
+                          params=c["params"]))
+        t += dur + rng.uniform(*off)
+    return steps
+
+
+def _many(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def parse(data: Any) -> list[Step]:
+    """Steps from a scenario's ``nemesis:`` value, sorted by ``at`` (stable)."""
+    if data is None:
+        return []
+    if isinstance(data, list):
+        data = {"steps": data}
+    _check_keys("nemesis", data, {"steps", "cycle", "random"})
+    steps = [step(s, f"nemesis.steps[{i}]") for i, s in enumerate(data.get("steps") or [])]
+    for i, c in enumerate(_many(data.get("cycle") or [])):
+        steps += cycle(c, f"nemesis.cycle[{i}]")
+    for i, r in enumerate(_many(data.get("random") or [])):
+        steps += random_faults(r, f"nemesis.random[{i}]")
+    if len(steps) > MAX_STEPS:
+        raise ScheduleError(f"nemesis: {len(steps)} steps is more than {MAX_STEPS}")
+    return sorted(steps, key=lambda s: s.at)
+
+
+def load(path: str) -> list[Step]:
+    """Steps from a YAML file holding a schedule (or a scenario with a ``nemesis:`` key)."""
+    import yaml
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    if isinstance(data, dict) and "nemesis" in data:
+        data = data["nemesis"]
+    return parse(data)
