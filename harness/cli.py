@@ -23,8 +23,17 @@ def check(run_dirs, ordering, master, unavailable_threshold, json_only):
     """Check one or many run directories in one Spark job; write check.json into each."""
     from checkers.check import main as check_main
 
-    sys.exit(check_main(list(run_dirs), ordering=ordering, master=master,
-                        threshold=unavailable_threshold, prefer_parquet=not json_only))
+    code = check_main(list(run_dirs), ordering=ordering, master=master,
+                      threshold=unavailable_threshold, prefer_parquet=not json_only)
+    # Harness runs also get their prediction and report written again.
+    from checkers.history import discover
+    from harness.report import refresh
+
+    for d in discover(list(run_dirs))[0]:
+        held = refresh(d)
+        if held is not None:
+            click.echo(f"{d}: prediction {held['reason']}")
+    sys.exit(code)
 
 
 @main.command()

@@ -194,3 +194,23 @@ def md_to_html(lines: list[str]) -> str:
             out.append(f"<p>{html.escape(line)}</p>")
     flush()
     return "\n".join(out)
+
+
+def refresh(run_dir: Path) -> dict | None:
+    """After an offline re-check: the prediction and the report again, from
+    the run's own run.json (the scenario as run) and the new check.json."""
+    from harness.scenario import parse
+
+    run_dir = Path(run_dir)
+    try:
+        info = json.loads((run_dir / "run.json").read_text())
+        result = json.loads((run_dir / "check.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if "params" not in info:
+        return None  # not a harness run: nothing was predicted
+    sc = parse(info["params"], str(run_dir / "run.json"))
+    result["prediction"] = verdict(sc, result, info)
+    (run_dir / "check.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    write(run_dir, sc, result, info)
+    return result["prediction"]

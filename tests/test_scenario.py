@@ -66,3 +66,21 @@ def test_defaults_fill_the_broker_target():
 ])
 def test_judge(expected, actual, held):
     assert report.judge(expected, actual) is held
+
+
+def test_refresh_rejudges_a_run_offline(tmp_path):
+    import json
+
+    sc = parse({"name": "r", "broker": "kafka", "expect": {"lost": ">0", "unavailable_s": "<5"}})
+    (tmp_path / "history").mkdir()
+    (tmp_path / "run.json").write_text(json.dumps({"params": sc.model_dump(mode="json"),
+                                                   "drain": {"complete": True}, "status": "completed"}))
+    result = _fake_result() | {"lost": 3, "unavailable_s": 7.5, "valid": False, "reason": "lost=3",
+                               "ordering": "none", "samples": {}, "unavailable": [[1.0, 8.5]]}
+    (tmp_path / "check.json").write_text(json.dumps(result))
+    v = report.refresh(tmp_path)
+    assert v["held"] is False and "unavailable_s=7.5" in v["reason"]
+    assert json.loads((tmp_path / "check.json").read_text())["prediction"] == v
+    text = (tmp_path / "report.md").read_text()
+    assert "DID NOT HOLD" in text and "1.00 – 8.50" in text
+    assert report.refresh(tmp_path / "nowhere") is None
