@@ -82,7 +82,7 @@ class Run:
                  check: bool = True):
         self.sc, self.keep_cluster, self.do_check = sc, keep_cluster, check
         self.dir = new_run_dir(sc.name, results)
-        self.clock = RunClock()
+        self.clock = RunClock(time.monotonic())  # a new origin per run, even in a suite
         self.clock.export()
         self.stop_all = threading.Event()
         self.producers: list[Worker] = []
