@@ -78,32 +78,41 @@ def identity(produce: DataFrame, consume: DataFrame | None) -> dict[int, dict]:
         F.max(F.when(kinds["lost"], F.col("ok_t"))).alias("lost_last"),
         *[_count_if(cond).alias(k) for k, cond in kinds.items()],
     )
-    # Samples: only anomalous messages, the first SAMPLES ids per kind. The
-    # join with the counts is one query, so Spark reuses the (run, msg_id)
-    # shuffle instead of aggregating twice.
-    flagged = m.select("run", "msg_id", F.explode(F.array(*[
-        F.when(cond, F.lit(k)) for k, cond in kinds.items()])).alias("kind")).where("kind is not null")
-    w = Window.partitionBy("run", "kind").orderBy("msg_id")
-    samples = (flagged.withColumn("rn", F.row_number().over(w)).where(F.col("rn") <= SAMPLES)
-               .groupBy("run").agg(F.collect_list(F.struct("kind", "msg_id")).alias("samples")))
     out = {}
-    for row in counts.join(samples, "run", "left").collect():
+    for row in counts.collect():
         d = {k: int(row[k] or 0) for k in COUNT_FIELDS}
         # When the lost messages were confirmed: the window of the loss.
         d["lost_window"] = [row.lost_first, row.lost_last] if row.lost_first is not None else None
-        s: dict[str, list[str]] = {k: [] for k in ANOMALY_KINDS}
-        for kind, mid in sorted((x.kind, x.msg_id) for x in (row.samples or [])):
-            s[kind].append(mid)
-        d["samples"] = s
+        d["samples"] = {k: [] for k in ANOMALY_KINDS}
         out[row.run] = d
+    # Samples (the first SAMPLES ids per kind) cost a second pass: only for
+    # runs that have anomalies, and only over their anomalous messages.
+    if any(d[k] for d in out.values() for k in ANOMALY_KINDS):
+        anomalous = kinds["lost"]
+        for cond in kinds.values():
+            anomalous = anomalous | cond
+        flagged = m.where(anomalous).select("run", "msg_id", F.explode(F.array(*[
+            F.when(cond, F.lit(k)) for k, cond in kinds.items()])).alias("kind")).where("kind is not null")
+        w = Window.partitionBy("run", "kind").orderBy("msg_id")
+        for row in flagged.withColumn("rn", F.row_number().over(w)).where(F.col("rn") <= SAMPLES).collect():
+            out[row.run]["samples"][row.kind].append(row.msg_id)
+        for d in out.values():
+            for ids in d["samples"].values():
+                ids.sort()
     return out
 
 
 def _with_writer(consume: DataFrame, produce: DataFrame) -> DataFrame:
-    """Deliveries with the producer/seq they carry, else those of the produce log."""
+    """Deliveries with the producer/seq they carry, else those of the produce log.
+
+    The harness's own consumers always carry them: the join with the produce
+    log (a shuffle of every attempt) is only built when some delivery lacks them.
+    """
     c = consume.where(~F.col("_bad"))
     has = c.where(F.col("producer").isNotNull() & F.col("seq").isNotNull())
     missing = c.where(F.col("producer").isNull() | F.col("seq").isNull()).drop("producer", "seq")
+    if missing.select("msg_id").limit(1).count() == 0:
+        return has
     writer = (produce.where(~F.col("_bad")).groupBy("run", "msg_id")
               .agg(F.first("producer").alias("producer"), F.first("seq").alias("seq")))
     filled = missing.join(writer, ["run", "msg_id"], "inner")

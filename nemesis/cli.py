@@ -26,17 +26,11 @@ def _present(cluster) -> bool:
 def heal_kind(kind: str, wait: bool) -> str:
     from harness.db import get_cluster
     from nemesis import net
-    from nemesis.core import Nemesis
+    from nemesis.core import Nemesis, heal_and_close
     cluster = get_cluster(kind)
     if not _present(cluster):
         return f"{kind}: no containers"
-    nem = Nemesis(cluster, handle_signals=False)
-    try:
-        nem.heal(wait=wait)
-    finally:
-        nem.close()
-        if hasattr(cluster, "close"):
-            cluster.close()
+    heal_and_close(Nemesis(cluster, handle_signals=False), wait)
     left = sum(net.project_rules(cluster, n) for n in cluster.nodes() if cluster.running(n))
     paused = [n for n in cluster.nodes() if cluster.paused(n)]
     return f"{kind}: healed ({left} project rules left, paused containers: {paused or 'none'})"

@@ -422,10 +422,15 @@ def heal_run_dir(run_dir: str | os.PathLike, wait: bool = True) -> dict | None:
     nem._n = len(nem._active) + 1000  # ids of any new record never clash with the dead run's
     for f in nem._active:
         f.details["healed_by"] = "mqchaos heal"
+    heal_and_close(nem, wait)
+    return state
+
+
+def heal_and_close(nem: Nemesis, wait: bool = True) -> None:
+    """Heal, then release the nemesis (signal handlers) and the cluster's clients."""
     try:
         nem.heal(wait=wait)
     finally:
         nem.close()
-        if hasattr(cluster, "close"):
-            cluster.close()
-    return state
+        if hasattr(nem.cluster, "close"):
+            nem.cluster.close()

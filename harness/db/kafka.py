@@ -277,13 +277,17 @@ class KafkaCluster(ComposeCluster):
     def close(self) -> None:
         self._admin = None
         with self._zk_lock:
-            if self._zk is not None:
-                try:
-                    self._zk.stop()
-                    self._zk.close()
-                except Exception:  # noqa: BLE001
-                    pass
-                self._zk = None
+            self._discard_zk()
+
+    def _discard_zk(self) -> None:
+        """Stop and forget the ZooKeeper client (the caller holds ``_zk_lock``)."""
+        if self._zk is not None:
+            try:
+                self._zk.stop()
+                self._zk.close()
+            except Exception:  # noqa: BLE001 - a dead session is what we are discarding
+                pass
+            self._zk = None
 
     # ---- ZooKeeper (kazoo through 127.0.0.1) ----------------------------------------
     def zk(self):
@@ -292,12 +296,7 @@ class KafkaCluster(ComposeCluster):
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
         with self._zk_lock:
             if self._zk is None or not self._zk.connected:
-                if self._zk is not None:
-                    try:
-                        self._zk.stop()
-                        self._zk.close()
-                    except Exception:  # noqa: BLE001
-                        pass
+                self._discard_zk()
                 client = KazooClient(hosts=",".join(self.zk_endpoints().values()), timeout=6.0,
                                      connection_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=1),
                                      command_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=1))
