@@ -1,12 +1,13 @@
 """Find run directories and load their histories into Spark DataFrames.
 
-Many runs are read in one scan: each row carries `run`, a 64-bit hash of its
-run directory, recovered from the file path Spark read it from.
+Many runs are read in one scan: each row carries `run`, the index of its run
+directory, recovered from the file Spark read it from.
 """
 from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,11 +125,32 @@ def _run_key(col):
 
 
 def run_ids(spark: SparkSession, runs: list[Run]) -> dict[int, Run]:
-    """Map each run's hash, as computed in Spark, to the run."""
-    df = spark.createDataFrame([(r.dir,) for r in runs], "dir string")
-    rows = df.select("dir", F.xxhash64("dir").alias("id")).collect()
-    by_dir = {r.dir: r for r in runs}
-    return {row.id: by_dir[row.dir] for row in rows}
+    """Each run's id in the `run` column: its index in `runs`."""
+    return dict(enumerate(runs))
+
+
+def _run_column(df: DataFrame, runs: list[Run]):
+    """The run id of each row, from the file it was read from.
+
+    A lookup of the file's URI, built once from the files Spark will read,
+    instead of decoding a path on every row; the decoding stays as the
+    fallback for a URI spelled differently."""
+    by_dir = {r.dir: i for i, r in enumerate(runs)}
+    by_file: dict[str, int] = {}
+    for uri in df.inputFiles():
+        path = urllib.parse.unquote(urllib.parse.urlparse(uri).path)
+        run_dir = path.rsplit("/history/", 1)[0]
+        if run_dir in by_dir:
+            for spelling in {uri, uri.replace("file:///", "file:/", 1)}:
+                by_file[spelling] = by_dir[run_dir]
+
+    def lookup(mapping: dict, key):
+        if not mapping:
+            return F.lit(None).cast("int")
+        return F.element_at(F.create_map(*[F.lit(x) for kv in mapping.items() for x in kv]), key)
+
+    path = F.col("_metadata.file_path")
+    return F.coalesce(lookup(by_file, path), lookup(by_dir, _run_key(path)))
 
 
 def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
@@ -147,16 +169,14 @@ def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
             bad = bad | F.col(c).isNull()
         if kind == "produce":
             bad = bad | ~F.col("outcome").isin(*S.OUTCOMES)
-        parts.append(df.withColumn("_bad", F.coalesce(bad, F.lit(True))).drop(S.CORRUPT)
-                     .withColumn("_path", F.col("_metadata.file_path")))
+        parts.append(df.withColumn("_bad", F.coalesce(bad, F.lit(True))).drop(S.CORRUPT))
     if pq_files:
         df = spark.read.schema(schema).parquet(*pq_files)
-        parts.append(df.withColumn("_bad", F.lit(False))
-                     .withColumn("_path", F.col("_metadata.file_path")))
+        parts.append(df.withColumn("_bad", F.lit(False)))
     if not parts:
         return None
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-    return df.withColumn("run", F.xxhash64(_run_key(F.col("_path")))).drop("_path")
+    return df.withColumn("run", _run_column(df, runs))
 
 
 def convert(spark: SparkSession, run_dir: str) -> dict:
