@@ -31,10 +31,6 @@ class Run:
     meta: dict = field(default_factory=dict)        # run.json
     parquet_malformed: dict | None = None           # set when the Parquet copy is read
 
-    @property
-    def name(self) -> str:
-        return self.dir
-
     def files(self, kind: str) -> list[str]:
         return self.produce if kind == "produce" else self.consume
 

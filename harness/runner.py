@@ -21,7 +21,6 @@ from pathlib import Path
 from harness.clients.base import Worker
 from harness.history import JsonlWriter, RunClock
 from harness.scenario import Scenario
-from harness.util import wait_until
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
 RESULTS = Path(os.environ.get("MQCHAOS_RESULTS", Path(__file__).resolve().parent.parent / "results"))

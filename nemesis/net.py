@@ -37,21 +37,23 @@ def _drop(chain: str, direction: str, addr: str, fault_id: str, probability: flo
     return shlex.join([chain, direction, f"{addr}/32", *stat, *_tag(fault_id), "-j", "DROP"])
 
 
-def partition_rules(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
-                    fault_id: str) -> Rules:
-    """INPUT drop from and OUTPUT drop to every grudged address, on the grudging node.
+def _per_link(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
+              link_specs: Callable[[str, str], list[str]]) -> Rules:
+    """Rules on each grudging node, ``link_specs(peer, addr)`` per grudged peer.
     The ``clients`` pseudo-node carries no rules: its side of the cut is the node's."""
     rules: Rules = {}
     for node, peers in sorted(grudge.items()):
         if node == CLIENTS or not peers:
             continue
-        specs = []
-        for peer in sorted(peers):
-            addr = addr_of(peer)
-            specs.append(_drop(CHAIN_IN, "-s", addr, fault_id, None))
-            specs.append(_drop(CHAIN_OUT, "-d", addr, fault_id, None))
-        rules[node] = specs
+        rules[node] = [spec for peer in sorted(peers) for spec in link_specs(peer, addr_of(peer))]
     return rules
+
+
+def partition_rules(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
+                    fault_id: str) -> Rules:
+    """INPUT drop from and OUTPUT drop to every grudged address, on the grudging node."""
+    return _per_link(grudge, addr_of, lambda peer, addr: [
+        _drop(CHAIN_IN, "-s", addr, fault_id, None), _drop(CHAIN_OUT, "-d", addr, fault_id, None)])
 
 
 def loss_rules(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
@@ -61,18 +63,9 @@ def loss_rules(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str
     also drops inbound, since the host carries no rules."""
     if not 0 < probability <= 1:
         raise ValueError(f"probability must be in (0, 1], not {probability}")
-    rules: Rules = {}
-    for node, peers in sorted(grudge.items()):
-        if node == CLIENTS or not peers:
-            continue
-        specs = []
-        for peer in sorted(peers):
-            addr = addr_of(peer)
-            specs.append(_drop(CHAIN_OUT, "-d", addr, fault_id, probability))
-            if peer == CLIENTS:
-                specs.append(_drop(CHAIN_IN, "-s", addr, fault_id, probability))
-        rules[node] = specs
-    return rules
+    return _per_link(grudge, addr_of, lambda peer, addr: [
+        _drop(CHAIN_OUT, "-d", addr, fault_id, probability),
+        *([_drop(CHAIN_IN, "-s", addr, fault_id, probability)] if peer == CLIENTS else [])])
 
 
 def apply_script(specs: list[str]) -> str:

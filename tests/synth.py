@@ -27,7 +27,6 @@ def build(rng: random.Random, *, producers=2, per_producer=50, consumers=1, p_fa
     `outage=(a, z)`: every attempt completing in [a, z] fails.
     """
     produce, consume = [], []
-    t = 0.0
     for p in range(producers):
         name = f"p{p}"
         for seq in range(per_producer):

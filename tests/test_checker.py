@@ -61,7 +61,7 @@ def test_clean_history_is_valid_under_every_rule(spark, tmp_path):
 
 
 def test_many_runs_in_one_job_are_told_apart(spark, tmp_path):
-    dirs, refs = [], []
+    dirs = []
     for i in range(4):
         produce, consume, _, _ = synth.build(random.Random(i), per_producer=40, lost=i, unexpected=3 - i)
         dirs.append(synth.write_run(tmp_path / f"run {i}+ü" / "2026-11-22T10-00-00Z", produce, consume))

@@ -73,15 +73,13 @@ def elapsed_until(cond, timeout: float, msg: str, interval: float = 0.5) -> floa
     return round(time.monotonic() - t0, 1)
 
 
-# ---- RabbitMQ --------------------------------------------------------------------------------
-@pytest.fixture(scope="class")
-def rabbit():
+def _cluster(kind: str, config=None):
+    """One cluster for a test class: up (timed), then healed and removed whatever happened."""
     from harness.db import get_cluster
-    from harness.db.rabbitmq import RabbitConfig
-    c = get_cluster("rabbitmq")
+    c = get_cluster(kind)
     t0 = time.monotonic()
-    c.up(RabbitConfig(partition_handling="pause_minority", net_ticktime=10))
-    record("rabbitmq_up_s", round(time.monotonic() - t0, 1))
+    c.up(config)
+    record(f"{kind}_up_s", round(time.monotonic() - t0, 1))
     try:
         yield c
     finally:
@@ -89,6 +87,13 @@ def rabbit():
             Nemesis(c, handle_signals=False).heal(wait=False)
         finally:
             c.down()
+
+
+# ---- RabbitMQ --------------------------------------------------------------------------------
+@pytest.fixture(scope="class")
+def rabbit():
+    from harness.db.rabbitmq import RabbitConfig
+    yield from _cluster("rabbitmq", RabbitConfig(partition_handling="pause_minority", net_ticktime=10))
 
 
 class TestRabbit:
@@ -255,18 +260,7 @@ class TestRabbitIgnore:
 # ---- Kafka -----------------------------------------------------------------------------------
 @pytest.fixture(scope="class")
 def kafka():
-    from harness.db import get_cluster
-    c = get_cluster("kafka")
-    t0 = time.monotonic()
-    c.up()
-    record("kafka_up_s", round(time.monotonic() - t0, 1))
-    try:
-        yield c
-    finally:
-        try:
-            Nemesis(c, handle_signals=False).heal(wait=False)
-        finally:
-            c.down()
+    yield from _cluster("kafka")
 
 
 class TestKafka:
