@@ -70,3 +70,18 @@ heal: venv
 .PHONY: bench-clients
 bench-clients: images
 	$(PY) -m bench.client_bench $(BENCH_ARGS)
+
+# The scenario catalogue: every row of SCENARIOS.md on real clusters, one summary
+# (results/catalogue/latest/summary.md). ONLY=R2,K7 picks rows; REPEAT=N repeats.
+# Exit 1 (a prediction did not hold / anomalies) is a finding, not a failure of the job.
+ONLY ?=
+REPEAT ?= 1
+.PHONY: test-scenarios nightly
+test-scenarios: images
+	$(MQCHAOS) catalogue $(if $(ONLY),--only $(ONLY)) --repeat $(REPEAT) || [ $$? -eq 1 ]
+
+# Nightly: the catalogue NIGHTLY_REPEAT times, with results/nightly/<ts>/junit.xml. A run
+# whose harness failed is retried once and reported as an error, never as a finding.
+NIGHTLY_REPEAT ?= 1
+nightly: images
+	$(MQCHAOS) catalogue --kind nightly --repeat $(NIGHTLY_REPEAT) || [ $$? -eq 1 ]

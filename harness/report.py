@@ -12,12 +12,49 @@ import re
 from collections import Counter
 from pathlib import Path
 
+CHECKER_KEYS = {"attempted", "ok", "fail", "info", "produce_records", "delivered", "deliveries", "lost",
+                "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
+                "id_conflicts", "ordering_violations", "malformed_lines", "unavailable_s", "valid",
+                "unavailable_intervals", "drain_complete"}
 OPS = {">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
        ">": operator.gt, "<": operator.lt}
-# Quantities a scenario run measures besides the checker's (set by the run loop).
-SCENARIO_MEASUREMENTS = {"paused_nodes", "masters_on_one_node", "blocked_s", "throughput_ratio",
-                         "new_leader_elected", "isr_min"}
 _CMP = re.compile(r"^\s*(>=|<=|==|!=|>|<)?\s*(-?[0-9.]+(?:e-?[0-9]+)?)\s*$")
+
+
+def decidable(sc) -> set[str]:
+    """The quantities a run of `sc` measures: what its `expect:` may name."""
+    from harness import observe, probes
+    keys = set(CHECKER_KEYS)
+    keys |= observe.RABBIT_MEASUREMENTS if sc.broker == "rabbitmq" else observe.KAFKA_MEASUREMENTS
+    keys |= probes.measurement_names(sc.probes)
+    if sc.workload.prefill:
+        keys |= {"prefill.seconds", "prefill.rate"}
+    return keys
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """{"throughput_ratio": {"all_vs_none": 0.2}} -> {"throughput_ratio.all_vs_none": 0.2}.
+    A mapping that is itself a value (masters per node) stays reachable under its own key."""
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        out[key] = v
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+    return out
+
+
+def expectations(sc) -> dict:
+    """The scenario's predictions with nested mappings flattened (`a: {b: x}` is `a.b: x`),
+    except where the quantity itself is a mapping (`masters_after: {rabbit1: 3, ...}`)."""
+    keys = decidable(sc)
+    out = {}
+    for k, v in sc.expect.items():
+        if isinstance(v, dict) and k not in keys:
+            out.update({f"{k}.{kk}": vv for kk, vv in v.items()})
+        else:
+            out[k] = v
+    return out
 
 
 def measured(result: dict, info: dict) -> dict:
@@ -26,7 +63,9 @@ def measured(result: dict, info: dict) -> dict:
     m["valid"] = result.get("valid")
     m["unavailable_intervals"] = len(result.get("unavailable") or [])
     m["drain_complete"] = (info.get("drain") or {}).get("complete")
-    m.update(info.get("measurements") or {})
+    m.update(flatten(info.get("measurements") or {}))
+    if info.get("prefill"):
+        m.update(flatten({"prefill": info["prefill"]}))
     return m
 
 
@@ -35,6 +74,9 @@ def judge(expected, actual) -> bool | None:
         return None
     if isinstance(expected, bool) or isinstance(actual, bool):
         return actual == expected
+    if isinstance(expected, (list, dict)):
+        norm = (lambda x: sorted(x)) if isinstance(expected, list) else (lambda x: x)
+        return isinstance(actual, type(expected)) and norm(actual) == norm(expected)
     if isinstance(expected, (int, float)):
         return actual == expected
     m = _CMP.match(str(expected))
@@ -46,7 +88,7 @@ def judge(expected, actual) -> bool | None:
 def verdict(sc, result: dict, info: dict) -> dict:
     m = measured(result, info)
     checks = []
-    for key, exp in sc.expect.items():
+    for key, exp in expectations(sc).items():
         held = judge(exp, m.get(key)) if key in m else None
         checks.append({"key": key, "expected": exp, "actual": m.get(key), "held": held})
     if not checks:
@@ -64,10 +106,16 @@ def verdict(sc, result: dict, info: dict) -> dict:
 
 
 def summary_row(sc, result: dict, info: dict, run_dir: Path) -> dict:
-    return {"scenario": sc.name, "attempted": result["attempted"], "confirmed": result["ok"],
-            "lost": result["lost"], "duplicated": result["duplicated"],
-            "unavailable_s": result["unavailable_s"], "valid": result["valid"],
-            "prediction": result["prediction"]["held"], "report": str(run_dir / "report.md")}
+    m = measured(result, info)
+    # The row's own measurement: what the prediction names beyond the usual counts.
+    specific = {k: m.get(k) for k in expectations(sc) if k not in CHECKER_KEYS}
+    return {"scenario": sc.name, "id": sc.id, "attempted": result["attempted"], "confirmed": result["ok"],
+            "failed": result["fail"], "unknown": result["info"], "lost": result["lost"],
+            "duplicated": result["duplicated"], "ordering_violations": result["ordering_violations"],
+            "ordering": result.get("ordering"), "unavailable_s": result["unavailable_s"],
+            "blocked_s": m.get("blocked_s"), "measurement": specific, "valid": result["valid"],
+            "prediction": result["prediction"]["held"], "reason": result["prediction"]["reason"],
+            "expect": sc.expect, "brokers": info.get("brokers"), "report": str(run_dir / "report.md")}
 
 
 def _read_jsonl(files) -> list[dict]:
@@ -143,6 +191,19 @@ def write(run_dir: Path, sc, result: dict, info: dict) -> None:
     if v["checks"]:
         md += ["", "## Prediction", "", "| quantity | predicted | measured | held |", "|---|---|---|---|"]
         md += [f"| {c['key']} | {c['expected']} | {c['actual']} | {c['held']} |" for c in v["checks"]]
+    meas = info.get("measurements") or {}
+    timelines = {k: meas[k] for k in ("isr_timeline", "queue_timeline") if meas.get(k)}
+    plain = {k: v for k, v in meas.items() if k not in timelines}
+    if plain or info.get("prefill"):
+        md += ["", "## Measurements", "", "| quantity | value |", "|---|---|"]
+        md += [f"| {k} | {json.dumps(v, ensure_ascii=False)} |" for k, v in sorted(plain.items())]
+        if info.get("prefill"):
+            md.append(f"| prefill | {json.dumps(info['prefill'])} |")
+    for k, rows in timelines.items():
+        what = "ISR and leader" if k == "isr_timeline" else "queue master/leader and synchronised mirrors"
+        md += ["", f"## {what} over time (sampled each second, changes only)", "",
+               "| t (s) | state |", "|---|---|"]
+        md += [f"| {t} | {lab} |" for t, lab in rows[:200]]
     if result.get("lost_window"):
         a, z = result["lost_window"]
         md += ["", f"The lost messages had been confirmed between t={a:.2f}s and t={z:.2f}s."]

@@ -89,6 +89,8 @@ class Run:
         self.cluster = None
         self.nemesis = None
         self.timers: list[threading.Timer] = []
+        self.observer = None
+        self.probes = None
         self.info: dict = {"scenario": sc.name, "id": sc.id, "broker": sc.broker, "seed": sc.seed,
                            "ordering": sc.ordering, "params": sc.model_dump(mode="json"),
                            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -177,7 +179,17 @@ class Run:
         self.phase("setup")
         from harness import workload
 
+        from harness.observe import Observer
+        from harness.probes import Probes
+
         workload.declare(self.cluster, self.sc)
+        self.probes = Probes(self)
+        self.probes.setup()
+        self.observer = Observer(self.cluster, self.sc, self.dir, self.clock)
+        self.observer.start()
+        if self.sc.workload.prefill:
+            self.phase("prefill")
+            self.info["prefill"] = workload.prefill(self)
         self.consumers = workload.consumers(self)
         self.producers = workload.producers(self)
         for w in self.consumers + self.producers:
@@ -196,10 +208,12 @@ class Run:
             timer.start()
             self.timers.append(timer)
         self.stop_all.wait(t.warmup)  # a timed phase of the test, not a wait for a condition
+        self.probes.before_faults()
         self.phase("faults")
         self.nemesis.run(sc.nemesis, duration=t.duration, stop=self.stop_all)
         self.phase("heal")
         self.nemesis.heal(wait=True, timeout=t.heal_timeout)
+        self.probes.after_heal()
         self.phase("recovery")
         self.stop_all.wait(t.recovery)
 
@@ -233,15 +247,27 @@ class Run:
             self.info["client_errors"] = errors
         if self.nemesis is not None:
             self.nemesis.close()
+        if self.observer is not None:
+            self.observer.stop()
         if self.cluster is not None:
             try:
                 self.cluster.collect_logs(self.dir)
             except Exception as e:  # noqa: BLE001
                 log(f"could not collect broker logs: {e}")
+            self._measure()
             if not self.keep_cluster:
                 self.phase("cluster-down")
                 self.cluster.down()
         self._write_info()
+
+    def _measure(self) -> None:
+        from harness import observe
+        try:
+            m = observe.measure(self.dir, self.sc, self.info)
+        except Exception as e:  # noqa: BLE001 - a measurement that fails is unknown, not a crash
+            m = {"error": f"{type(e).__name__}: {e}"}
+        m.update(self.probes.measurements if self.probes else {})
+        self.info["measurements"] = m
 
     def _check_and_report(self) -> int:
         self.phase("check")
@@ -255,7 +281,10 @@ class Run:
         if errors:
             log(f"check: {errors}")
             return EXIT_UNKNOWN
-        result = check_runs(spark, runs, ordering=self.sc.ordering)[str(self.dir)]
+        return self.finish(check_runs(spark, runs, ordering=self.sc.ordering)[str(self.dir)])
+
+    def finish(self, result: dict) -> int:
+        """Judge the checked run against its prediction, write check.json and the report."""
         result["checked_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         from harness import report
 
@@ -264,9 +293,10 @@ class Run:
         (self.dir / "check.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
         report.write(self.dir, self.sc, result, self.info)
         self.info["summary"] = report.summary_row(self.sc, result, self.info, self.dir)
-        if result["valid"] is None:
-            return EXIT_UNKNOWN
-        return EXIT_VALID if result["valid"] else EXIT_INVALID
+        code = EXIT_UNKNOWN if result["valid"] is None else (EXIT_VALID if result["valid"] else EXIT_INVALID)
+        self.info["exit_code"] = code
+        self._write_info()
+        return code
 
 
 def _raise_interrupted(signum, frame):

@@ -67,6 +67,12 @@ class Workload(Strict):
     cancel_on_failover: bool = True
     consumer_delay: float = Field(0, ge=0, le=1, description="seconds of work per delivery")
     crashes: list[Crash] = Field(default_factory=list, description="consumer crashes mid-delivery")
+    # Where consumers connect first: a node name, or "followers" / "leader" of the quorum queue
+    # (resolved when the run starts; Q5 attaches the consumer to a follower's node).
+    consumer_nodes: str | None = None
+    # Messages published (with confirms, as fast as the window allows) before the load starts,
+    # so the queue is large when the faults come (R6). They are in the history like any other.
+    prefill: int = Field(0, ge=0, le=2_000_000)
     # Kafka
     acks: Literal["0", "1", "all", "-1"] = "all"
     idempotence: bool = False
@@ -81,6 +87,43 @@ class Workload(Strict):
         if isinstance(v, dict) and isinstance(v.get("acks"), int):
             v = dict(v, acks=str(v["acks"]))
         return v
+
+
+class Probes(Strict):
+    """Measurements beyond the checker's, each made by harness/probes.py."""
+    # R12: N extra mirrored queues; where their masters sit before, after the faults, and
+    # after `rabbitmq-queues rebalance` if asked.
+    masters: "MastersProbe | None" = None
+    # K11: partition leaders per broker before, after the faults, and after a
+    # preferred-replica election (AdminClient elect_leaders) if asked.
+    leaders: "LeadersProbe | None" = None
+    # R13: confirm-publish throughput into queues with different mirror policies, one after
+    # the other, in this run.
+    throughput: "ThroughputProbe | None" = None
+
+
+class MastersProbe(Strict):
+    queues: int = Field(9, ge=1, le=100)
+    policy: dict[str, Any] = Field(default_factory=lambda: {"ha-mode": "all", "ha-sync-mode": "automatic"})
+    locator: Literal["min-masters", "client-local", "random"] = "min-masters"
+    rebalance: bool = True
+
+
+class LeadersProbe(Strict):
+    elect_preferred: bool = True
+    settle: float = Field(0, ge=0, le=600, description="seconds to let the controller rebalance by itself")
+
+
+class ThroughputProbe(Strict):
+    policies: dict[str, dict[str, Any]] = Field(min_length=1)
+    seconds: float = Field(10, gt=0, le=120)
+    publishers: int = Field(1, ge=1, le=8)
+    window: int = Field(200, ge=1)
+    message_size: int = Field(0, ge=0)
+    baseline: str | None = None  # the policy the ratios are taken against (default: the first)
+
+
+Probes.model_rebuild()
 
 
 class Timing(Strict):
@@ -104,6 +147,7 @@ class Scenario(Strict):
     timing: Timing = Field(default_factory=Timing)
     nemesis: list[dict[str, Any]] | dict[str, Any] = Field(default_factory=list)  # nemesis/schedule.py
     ordering: Literal["none", "fifo", "monotonic", "strict"] = "none"
+    probes: Probes = Field(default_factory=Probes)
     expect: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0
 
@@ -119,6 +163,10 @@ class Scenario(Strict):
             self.topic = self.topic or TopicSpec()
             if self.workload.crashes:
                 raise ValueError("workload.crashes: Kafka is read after the heal; crashes are for rabbitmq")
+        if self.broker == "kafka" and (self.probes.masters or self.probes.throughput):
+            raise ValueError("probes.masters / probes.throughput are RabbitMQ probes")
+        if self.broker == "rabbitmq" and self.probes.leaders:
+            raise ValueError("probes.leaders is a Kafka probe")
         names = {f"c{i}" for i in range(self.workload.consumers)}
         for i, c in enumerate(self.workload.crashes):
             if c.consumer not in names:
@@ -142,6 +190,13 @@ def parse(data: Any, source: str = "scenario") -> Scenario:
         parse_schedule(sc.nemesis)
     except ValueError as e:
         raise ScenarioError(f"{source}: invalid scenario\n  {e}") from None
+    from harness.report import decidable, expectations
+    keys = decidable(sc)
+    bad = [k for k in expectations(sc) if k not in keys]
+    if bad:
+        raise ScenarioError(f"{source}: invalid scenario\n" + "\n".join(
+            f"  expect.{k}: no {sc.broker} run measures this (measured: {', '.join(sorted(keys))})"
+            for k in bad))
     return sc
 
 

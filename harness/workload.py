@@ -23,7 +23,8 @@ def declare(cluster, sc: Scenario) -> None:
     if sc.broker == "kafka":
         t = sc.topic
         cluster.create_topic(t.name, partitions=t.partitions, replication_factor=t.replication_factor,
-                             config={k: str(v) for k, v in t.config.items()})
+                             config={k: (str(v).lower() if isinstance(v, bool) else str(v))
+                                     for k, v in t.config.items()})
         return
     q = sc.queue
     if q.type == "mirrored":
@@ -73,16 +74,53 @@ def producers(run) -> list:
     return out
 
 
-def consumers(run) -> list:
+def consumer_endpoints(run) -> list[Endpoint]:
+    """All nodes, the ones `workload.consumer_nodes` names first (Q5: a follower's node)."""
+    eps = rabbit_endpoints(run.cluster)
+    want = run.sc.workload.consumer_nodes
+    if not want:
+        return eps
+    if want in ("followers", "leader"):
+        leader = run.cluster.queue_master(run.sc.queue.name)
+        first = [e for e in eps if (e.node == leader) == (want == "leader")]
+    else:
+        first = [e for e in eps if e.node == want]
+    return first + [e for e in eps if e not in first]
+
+
+def consumers(run, names: list[str] | None = None, delay: float | None = None) -> list:
     """RabbitMQ consumers run throughout; Kafka is read after the heal (drain)."""
     sc, w = run.sc, run.sc.workload
     if sc.broker != "rabbitmq":
         return []
-    return [RabbitConsumer(f"c{i}", rabbit_endpoints(run.cluster), sc.queue.name, run.writer("consume", f"c{i}"),
+    eps = consumer_endpoints(run)
+    pinned = bool(w.consumer_nodes)
+    names = names if names is not None else [f"c{i}" for i in range(w.consumers)]
+    return [RabbitConsumer(name, eps, sc.queue.name, run.writer("consume", name),
                            run.clock, run.stop_all, prefetch=w.prefetch, auto_ack=w.auto_ack,
                            cancel_on_failover=w.cancel_on_failover and sc.queue.type == "mirrored",
-                           first=i + 1, delay=w.consumer_delay)
-            for i in range(w.consumers)]
+                           first=0 if pinned else i + 1,
+                           delay=w.consumer_delay if delay is None else delay,
+                           )
+            for i, name in enumerate(names)]
+
+
+def prefill(run) -> dict:
+    """Publish `workload.prefill` messages as fast as confirms allow, before the load (R6:
+    the queue is large when the faults come). Bounded by count and by drain_timeout."""
+    sc, n = run.sc, run.sc.workload.prefill
+    if not n or sc.broker != "rabbitmq":
+        return {}
+    t0 = time.monotonic()
+    w = RabbitPublisher("fill", rabbit_endpoints(run.cluster), sc.queue.name, run.writer("produce", "fill"),
+                        run.clock, run.stop_all, rate=None, max_messages=n, window=500,
+                        confirm_timeout=sc.workload.confirm_timeout, size=sc.workload.message_size)
+    w.start()
+    w.join(sc.timing.drain_timeout * 3)
+    w.stop()
+    w.join(30)
+    return {"messages": n, "ok": w.stats.ok, "seconds": round(time.monotonic() - t0, 1),
+            "rate": round(w.stats.ok / max(time.monotonic() - t0, 1e-6), 1)}
 
 
 def drain(run) -> dict:
@@ -98,8 +136,14 @@ def drain(run) -> dict:
         reader.join(t.drain_timeout + 30)
         return {"complete": reader.complete, "seconds": round(time.monotonic() - t0, 1),
                 "error": repr(reader.error) if reader.error else None}
+    # Scenarios whose story needs the queue to fill (R2-R5: no consumers during the faults)
+    # are drained by fresh consumers; slow consumers (R6) stop dawdling.
     if not run.consumers:
-        return {"complete": False, "seconds": 0, "error": "no consumers: nothing drains the queue"}
+        run.consumers = consumers(run, names=["drain0", "drain1"], delay=0)
+        for c in run.consumers:
+            c.start()
+    for c in run.consumers:
+        c.delay = 0
 
     def empty_and_idle() -> bool:
         idle = all(run.clock.now() - c.last_delivery >= t.drain_idle for c in run.consumers)

@@ -17,6 +17,7 @@ A target is a string or a list of them (a union, order kept):
 ``controller``             Kafka: the controller broker
 ``random:N[:EXPR]``        N nodes drawn (seeded) from EXPR (default ``brokers``)
 ``others:EXPR``            brokers not in EXPR
+``EXPR except EXPR2``      EXPR's nodes that are not EXPR2's (K4: ``followers except controller``)
 =========================  =====================================================================
 
 A bare queue or topic role (``queue_master``, ``leader``, ``followers``...) refers to the run's
@@ -59,6 +60,10 @@ def _mirrors(cluster: Any, queue: str) -> list[str]:
 
 def resolve_one(cluster: Any, expr: str, rng: random.Random, ctx: dict | None = None) -> list[str]:
     ctx = ctx or {}
+    if " except " in expr and not expr.startswith(("random:", "others:")):
+        keep, _, drop = expr.partition(" except ")
+        dropped = set(resolve(cluster, drop, rng, ctx))
+        return _some(expr, [n for n in resolve(cluster, keep, rng, ctx) if n not in dropped])
     expr = _with_default(expr.strip(), ctx)
     nodes = cluster.nodes()
     if expr in nodes or expr == g.CLIENTS:

@@ -277,6 +277,17 @@ def test_roles_resolve_at_call_time():
         resolve(c, "nosuchnode", rng)
 
 
+def test_except_removes_a_role_from_a_set():
+    c, rng = FakeKafka(), random.Random(1)
+    assert resolve(c, "followers except controller", rng, {"topic": "t"}) == ["kafka1"]
+    # random draws from the difference: never the controller, whatever the seed
+    assert {resolve(c, "random:1:followers except controller", random.Random(s), {"topic": "t"})[0]
+            for s in range(20)} == {"kafka1"}
+    assert resolve(c, "brokers except zk", rng) == c.brokers()
+    with pytest.raises(TargetError, match="names no node"):
+        resolve(c, "controller except kafka3", rng)
+
+
 def test_leader_cut_from_zookeeper_grudge():
     gr = grudge_for(FakeKafka(), {"isolate_from": ["leader:t", "zk"]}, random.Random(0))
     assert g.to_json(gr) == {"kafka2": ["zk1", "zk2", "zk3"], "zk1": ["kafka2"],

@@ -7,16 +7,39 @@ from harness import report
 from harness.scenario import ScenarioError, load, parse
 
 SCENARIOS = sorted((Path(__file__).parent.parent / "scenarios").glob("*.yaml"))
+SCENARIOS_MD = Path(__file__).parent.parent.parent / "shared" / "SCENARIOS.md"
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
 def test_every_scenario_file_is_valid(path):
     sc = load(path)
-    assert sc.name
-    # Every prediction names a quantity the harness measures.
-    known = set(report.measured(_fake_result(), {"drain": {"complete": True}}))
-    known |= report.SCENARIO_MEASUREMENTS
-    assert set(sc.expect) <= known, set(sc.expect) - known
+    assert sc.name and sc.id and path.name.startswith(sc.id)
+    # Every prediction names a quantity a run of this broker measures, and states something.
+    assert sc.expect, "a catalogue scenario states its prediction"
+    known = set(report.measured(_fake_result(), {"drain": {"complete": True}})) | report.decidable(sc)
+    assert set(report.expectations(sc)) <= known, set(report.expectations(sc)) - known
+    for key, exp in report.expectations(sc).items():  # each prediction is checkable
+        assert isinstance(exp, (bool, int, float, list)) or report._CMP.match(str(exp)), (key, exp)
+
+
+@pytest.mark.skipif(not SCENARIOS_MD.exists(), reason="../shared is not beside the repository")
+def test_the_catalogue_covers_every_row_of_scenarios_md():
+    rows = {line.split("|")[1].strip() for line in SCENARIOS_MD.read_text().splitlines()
+            if line.startswith("| ") and line.split("|")[1].strip()[:1] in "RQK"
+            and line.split("|")[1].strip()[1:].isdigit()}
+    assert len(rows) == 29
+    ids = {load(p).id for p in SCENARIOS}
+    assert rows <= ids, sorted(rows - ids)
+
+
+def test_an_expectation_nobody_measures_is_refused():
+    with pytest.raises(ScenarioError, match="expect.isr_min: no rabbitmq run measures this"):
+        parse({"name": "x", "broker": "rabbitmq", "expect": {"isr_min": 1}}, "s.yaml")
+    with pytest.raises(ScenarioError, match="expect.throughput_ratio.all_vs_none"):
+        parse({"name": "x", "broker": "rabbitmq", "expect": {"throughput_ratio": {"all_vs_none": "<1"}}})
+    sc = parse({"name": "x", "broker": "rabbitmq", "expect": {"throughput_ratio": {"all_vs_none": "<1"}},
+                "probes": {"throughput": {"policies": {"none": {}, "all": {"ha-mode": "all"}}}}})
+    assert report.expectations(sc) == {"throughput_ratio.all_vs_none": "<1"}
 
 
 def _fake_result():

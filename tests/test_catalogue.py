@@ -1,0 +1,171 @@
+"""The catalogue's pure parts: measurements read from samples, logs and histories, the
+prediction's judging, and the summary / JUnit outputs. Synthetic inputs with known figures."""
+import random
+import xml.etree.ElementTree as ET
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import catalogue, observe, probes, report
+from harness.scenario import parse
+
+
+def _kafka(t, leader, isr, controller="kafka1"):
+    return {"t": t, "leader": leader, "isr": isr, "controller": controller, "nodes": {}}
+
+
+def test_kafka_measures_from_samples():
+    s = [_kafka(0, "kafka1", ["kafka1", "kafka2", "kafka3"]),
+         _kafka(1, "kafka1", ["kafka1", "kafka2", "kafka3"]),
+         {"t": 2, "error": "ZooKeeper unanswered"},           # a failed sample is skipped
+         _kafka(3, "kafka1", ["kafka1"]),                     # shrunk 2 s after the fault at t=1
+         _kafka(5, None, ["kafka1"], "kafka2"),               # leaderless, new controller
+         _kafka(6, "kafka2", ["kafka2"], "kafka2"),
+         _kafka(9, "kafka2", ["kafka2", "kafka3"], "kafka2")]
+    m = observe.kafka_measures(s, fault_start=1.0)
+    assert m["isr_min"] == 1
+    assert m["isr_below_2_s"] == 6.0          # t=3..9: the samples at 3, 5, 6 stand until the next
+    assert m["leaderless_s"] == 1.0
+    assert m["leaders_seen"] == ["kafka1", "kafka2"] and m["leader_changes"] == 1
+    assert m["new_leader_elected"] and m["new_controller_elected"] and m["controller_changes"] == 1
+    assert m["isr_shrink_s"] == 2.0
+    assert m["isr_timeline"][0] == [0, "isr=kafka1,kafka2,kafka3 leader=kafka1 controller=kafka1"]
+    assert len(m["isr_timeline"]) == 5        # changes only
+
+
+def test_kafka_measures_without_change():
+    s = [_kafka(t, "kafka3", ["kafka1", "kafka2", "kafka3"]) for t in range(5)]
+    m = observe.kafka_measures(s, fault_start=0.0)
+    assert m["isr_min"] == 3 and m["isr_shrink_s"] is None and not m["new_leader_elected"]
+    assert observe.kafka_measures([{"t": 0, "error": "x"}], 0.0) == {}
+
+
+def test_rabbit_measures_from_samples():
+    q = lambda t, master, sync: {"t": t, "nodes": {}, "master": master, "mirrors": ["rabbit2", "rabbit3"],
+                                 "synchronised": sync}
+    s = [q(0, "rabbit1", ["rabbit2", "rabbit3"]), q(2, "rabbit1", ["rabbit2"]), q(4, None, []),
+         q(5, "rabbit2", ["rabbit3"]), q(8, "rabbit2", ["rabbit2", "rabbit3"]), q(9, "rabbit2", ["rabbit2", "rabbit3"])]
+    m = observe.rabbit_measures(s)
+    assert m["masters_seen"] == ["rabbit1", "rabbit2"] and m["master_changes"] == 1 and m["new_master_elected"]
+    assert m["unsynchronised_s"] == 2 + 3     # t=2..4 and 5..8; no master at t=4 is not "unsynchronised"
+
+
+LOGS = {
+    "rabbit1": "2026-11-22 12:23:18 [warning] <0.562.0> Cluster minority/secondary status detected - awaiting recovery\n",
+    "rabbit2": "[error] Mnesia(rabbit@rabbit2): ** ERROR ** mnesia_event got {inconsistent_database, "
+               "running_partitioned_network, rabbit@rabbit1}\n"
+               "[info] Autoheal decision\n  * Partitions: [[rabbit@rabbit1],[rabbit@rabbit2,rabbit@rabbit3]]\n"
+               "  * Winner:     rabbit@rabbit2\n  * Losers:     [rabbit@rabbit1]\n",
+    "rabbit3": "[info] all quiet\n",
+}
+
+
+def test_rabbit_log_measures():
+    m = observe.rabbit_log_measures(LOGS)
+    assert m == {"paused_nodes": ["rabbit1"], "paused_count": 1, "partition_detected": True,
+                 "autoheal_losers": ["rabbit1"], "autoheal_loser_count": 1}
+    quiet = observe.rabbit_log_measures({"rabbit1": "ok", "rabbit2": ""})
+    assert quiet["paused_count"] == 0 and not quiet["partition_detected"] and quiet["autoheal_losers"] == []
+
+
+def test_kafka_log_truncations():
+    logs = {"kafka1": "[Log partition=mqchaos-0, dir=/data] Truncating to offset 120 (kafka.log.UnifiedLog)\n"
+                      "[Log partition=other-0, dir=/data] Truncating to offset 3\n",
+            "zk1": "[Log partition=mqchaos-0, dir=/data] Truncating to offset 1\n"}
+    assert observe.kafka_log_measures(logs, "mqchaos")["log_truncations"] == 1
+
+
+def _blocked_reference(events, start, end):
+    pts = sorted({start, end} | {t for t in events if start <= t <= end})
+    return max((b - a for a, b in zip(pts, pts[1:])), default=0.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 100, allow_nan=False), max_size=60), st.lists(st.floats(0, 100, allow_nan=False), max_size=60),
+       st.floats(0, 50), st.floats(0, 50))
+def test_blocked_s_is_the_longest_silent_stretch(oks, dlv, start, length):
+    end = start + length
+    produce = [{"outcome": "ok", "t_complete": t} for t in oks] + [{"outcome": "info", "t_complete": 1.0}]
+    consume = [{"t": t} for t in dlv]
+    got = observe.blocked_s(produce, consume, start, end)
+    assert got == pytest.approx(round(_blocked_reference(oks + dlv, start, end), 3), abs=1e-3)
+
+
+def test_delivery_nodes_against_the_leader_at_the_time():
+    samples = [{"t": 0, "master": "rabbit1"}, {"t": 10, "master": "rabbit2"}]
+    consume = [{"t": 1, "node": "rabbit2"}, {"t": 2, "node": "rabbit2"}, {"t": 11, "node": "rabbit2"},
+               {"t": 12, "node": "rabbit3"}]
+    m = observe.delivery_nodes(consume, samples)
+    assert m["deliveries_by_node"] == {"rabbit2": 3, "rabbit3": 1}
+    assert m["follower_delivery_fraction"] == 0.75
+
+
+def test_spread_measures():
+    m = probes.spread_measures("masters", "after", {"rabbit1": 0, "rabbit2": 9, "rabbit3": 0})
+    assert m["masters_nodes_after"] == 1 and m["masters_on_one_node_after"] and not m["masters_balanced_after"]
+    assert probes.balanced({"a": 3, "b": 3, "c": 2}) and not probes.balanced({"a": 4, "b": 3, "c": 2})
+
+
+@pytest.mark.parametrize("expected,actual,held", [
+    (0, 0, True), (0, 3, False), (">0", 3, True), ("<0.5", 0.33, True), ("<=2", 3, False),
+    (True, True, True), (False, True, False), (["rabbit3"], ["rabbit3"], True),
+    (["rabbit3", "rabbit1"], ["rabbit1", "rabbit3"], True), (["rabbit3"], [], False), (">0", None, None),
+    ("about ten", 3, None)])
+def test_judge(expected, actual, held):
+    assert report.judge(expected, actual) is held
+
+
+def test_verdict_with_nested_and_missing_measurements():
+    sc = parse({"name": "x", "broker": "rabbitmq", "expect": {"lost": 0, "throughput_ratio": {"all_vs_none": "<0.35"}},
+                "probes": {"throughput": {"policies": {"none": {}, "all": {"ha-mode": "all"}}}}})
+    result = {"lost": 0, "valid": True, "unavailable": []}
+    v = report.verdict(sc, result, {"drain": {"complete": True},
+                                    "measurements": {"throughput_ratio": {"all_vs_none": 0.5}}})
+    assert v["held"] is False and "throughput_ratio.all_vs_none=0.5" in v["reason"]
+    v = report.verdict(sc, result, {"drain": {"complete": True}, "measurements": {}})
+    assert v["held"] is None and "throughput_ratio.all_vs_none" in v["reason"]
+
+
+def _row(name, prediction, harness_error=False, retried=False, **kw):
+    r = {"scenario": name, "id": name.split("-")[0], "repeat": 0, "seconds": 12.5, "retried": retried,
+         "harness_error": harness_error, "prediction": prediction, "reason": f"reason of {name}",
+         "attempted": 100, "confirmed": 90, "lost": 3, "duplicated": 0, "ordering_violations": 0,
+         "unavailable_s": 1.5, "measurement": {"isr_min": 1}, "expect": {"lost": ">0"}, "report": None,
+         "earlier_attempts": []}
+    r.update(kw)
+    return r
+
+
+def test_junit_tells_findings_from_harness_errors():
+    rows = [_row("R1-a", True), _row("R2-b", False), _row("K3-c", None),
+            _row("K7-d", None, harness_error=True, retried=True, earlier_attempts=[{"error": "cluster never healthy"}])]
+    root = ET.fromstring(catalogue.junit(rows))
+    assert root.get("tests") == "4" and root.get("failures") == "1" and root.get("errors") == "1"
+    assert root.get("skipped") == "1"
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    fail = cases["R2-b"].find("failure")
+    assert fail is not None and "lost=3" in fail.text and "predicted=lost=>0" in fail.text
+    assert cases["K7-d"].find("error") is not None and cases["K7-d"].find("failure") is None
+    assert cases["R1-a"].find("failure") is None and cases["R1-a"].find("error") is None
+
+
+def test_summary_markdown_has_one_row_per_run(tmp_path):
+    rows = [_row("R1-a", True), _row("R2-b", False, retried=True), _row("K7-d", None, harness_error=True)]
+    md = catalogue.markdown(rows, tmp_path / "catalogue" / "x", "title")
+    body = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| id")]
+    assert len(body) == 3
+    assert "DID NOT HOLD (after a retry)" in body[1] and "harness error" in body[2] and "held" in body[0]
+
+
+def test_order_and_selection(tmp_path):
+    names = ["K10-x", "R12-y", "Q2-z", "R2-w", "K2-v", "R5b-u", "R5a-t"]
+    for n in names:
+        (tmp_path / f"{n}.yaml").write_text(f"name: {n}\nid: {n.split('-')[0].rstrip('ab')}\nbroker: "
+                                            f"{'kafka' if n[0] == 'K' else 'rabbitmq'}\nexpect: {{lost: 0}}\n")
+    (tmp_path / "R99-bad.yaml").write_text("name: R99-bad\nbroker: rabbitmq\nexpect: {isr_min: 1}\n")
+    scs, bad = catalogue.select(sorted(tmp_path.glob("*.yaml")), None)
+    assert [s.name for s in scs] == ["R2-w", "R5a-t", "R5b-u", "R12-y", "Q2-z", "K2-v", "K10-x"]
+    assert len(bad) == 1 and "expect.isr_min" in bad[0][1]
+    scs, _ = catalogue.select(sorted(tmp_path.glob("*.yaml")), ["R5", "K10"])
+    assert [s.name for s in scs] == ["R5a-t", "R5b-u", "K10-x"]
