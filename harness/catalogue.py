@@ -203,6 +203,23 @@ def write_outputs(rows: list[dict], invalid: list[tuple[str, str]], out: Path, t
     tmp.replace(link)
 
 
+def merge(dirs: list[Path], results: Path = RESULTS, kind: str = "catalogue") -> Path:
+    """One summary from several catalogue runs (e.g. a full run and a re-run of some rows):
+    for each scenario and repeat, the row of the latest directory given that has it."""
+    by_key: dict[tuple, dict] = {}
+    for d in dirs:
+        for r in json.loads((Path(d) / "summary.json").read_text()):
+            by_key[(r["scenario"], r.get("repeat", 0))] = r
+    rows = list(by_key.values())
+    by_name = {sc.name: sc for sc in select(sorted(SCENARIO_DIR.glob("*.yaml")), None)[0]}
+    rows.sort(key=lambda r: order_key(by_name[r["scenario"]]) if r["scenario"] in by_name else (9, 0, r["scenario"]))
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
+    out = results / kind / stamp
+    sources = ", ".join(Path(d).name for d in dirs)
+    write_outputs(rows, [], out, f"mqchaos {kind}, merged from {sources}")
+    return out
+
+
 def run_catalogue(only: list[str] | None = None, repeat: int = 1, files: list[Path] | None = None,
                   results: Path = RESULTS, kind: str = "catalogue", retries: int = 1,
                   master: str | None = None) -> int:

@@ -20,10 +20,10 @@ from harness.history import JsonlWriter, RunClock
 # Measurements this module can give, per broker (a scenario's `expect:` may name them).
 RABBIT_MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers", "autoheal_loser_count",
                        "masters_seen", "master_changes", "new_master_elected", "unsynchronised_s",
-                       "blocked_s", "deliveries_by_node", "follower_delivery_fraction"}
+                       "blocked_s", "deliveries_by_node", "follower_delivery_fraction", "self_healed"}
 KAFKA_MEASUREMENTS = {"isr_min", "isr_below_2_s", "isr_shrink_s", "leaders_seen", "leader_changes",
                       "new_leader_elected", "controller_changes", "new_controller_elected", "leaderless_s",
-                      "log_truncations", "blocked_s"}
+                      "log_truncations", "blocked_s", "self_healed"}
 
 
 class Observer(threading.Thread):

@@ -109,6 +109,8 @@ def summary_row(sc, result: dict, info: dict, run_dir: Path) -> dict:
     m = measured(result, info)
     # The row's own measurement: what the prediction names beyond the usual counts.
     specific = {k: m.get(k) for k in expectations(sc) if k not in CHECKER_KEYS}
+    if m.get("self_healed") is False:  # the cluster had to be restarted by hand: always shown
+        specific["self_healed"] = False
     return {"scenario": sc.name, "id": sc.id, "attempted": result["attempted"], "confirmed": result["ok"],
             "failed": result["fail"], "unknown": result["info"], "lost": result["lost"],
             "duplicated": result["duplicated"], "ordering_violations": result["ordering_violations"],
@@ -186,7 +188,13 @@ def write(run_dir: Path, sc, result: dict, info: dict) -> None:
           f"({result['reason']})",
           f"- prediction: **{ {True: 'held', False: 'DID NOT HOLD (finding)', None: 'could not decide'}[v['held']] }** "
           f"— {v['reason']}",
-          f"- drain: {json.dumps(info.get('drain'))}", "", "| measure | value |", "|---|---|"]
+          f"- drain: {json.dumps(info.get('drain'))}"]
+    if info.get("self_healed") is False:
+        rec = info.get("operator_recovery") or {}
+        md.append(f"- **the cluster did not recover by itself** after the faults were lifted "
+                  f"({rec.get('reason')}); the run restarted {rec.get('restarted')} as an operator would "
+                  f"(a finding about availability)")
+    md += ["", "| measure | value |", "|---|---|"]
     md += [f"| {k} | {val} |" for k, val in rows]
     if v["checks"]:
         md += ["", "## Prediction", "", "| quantity | predicted | measured | held |", "|---|---|---|---|"]

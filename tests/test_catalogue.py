@@ -169,3 +169,16 @@ def test_order_and_selection(tmp_path):
     assert len(bad) == 1 and "expect.isr_min" in bad[0][1]
     scs, _ = catalogue.select(sorted(tmp_path.glob("*.yaml")), ["R5", "K10"])
     assert [s.name for s in scs] == ["R5a-t", "R5b-u", "K10-x"]
+
+
+def test_merge_takes_the_latest_row_per_scenario(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    catalogue.write_outputs([_row("R1-mirrored-kill-master", True), _row("R4-when-synced-master-wiped", None,
+                                                                         harness_error=True)], [], a, "a")
+    catalogue.write_outputs([_row("R4-when-synced-master-wiped", False)], [], b, "b")
+    out = catalogue.merge([a, b], results=tmp_path, kind="merged")
+    import json
+    rows = json.loads((out / "summary.json").read_text())
+    assert [(r["scenario"], r["prediction"]) for r in rows] == [("R1-mirrored-kill-master", True),
+                                                               ("R4-when-synced-master-wiped", False)]
+    assert (tmp_path / "merged" / "latest" / "junit.xml").exists()
