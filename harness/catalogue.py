@@ -12,13 +12,14 @@ Output: results/catalogue/<timestamp>/summary.{md,json} and junit.xml.
 from __future__ import annotations
 
 import json
+import signal
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from harness.runner import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, RESULTS, Run, log
+from harness.runner import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, RESULTS, Interrupted, Run, log
 from harness.scenario import Scenario, ScenarioError, load
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
@@ -203,6 +204,47 @@ def write_outputs(rows: list[dict], invalid: list[tuple[str, str]], out: Path, t
     tmp.replace(link)
 
 
+def rows_from_runs(run_dirs: list[Path]) -> list[dict]:
+    """Summary rows rebuilt offline from run directories (run.json + check.json), e.g. when
+    a catalogue was interrupted before its summary: per scenario and repeat, the last
+    completed attempt, the earlier harness errors counted as retries."""
+    from harness import report
+    from harness.scenario import parse
+
+    by_key: dict[tuple, list] = {}
+    for d in sorted(run_dirs, key=lambda d: Path(d).name):
+        try:
+            info = json.loads((Path(d) / "run.json").read_text())
+        except (OSError, ValueError):
+            continue
+        rep = (info.get("catalogue") or {}).get("repeat", 0)
+        by_key.setdefault((info["scenario"], rep), []).append((Path(d), info))
+    rows = []
+    for (name, rep), attempts in by_key.items():
+        d, info = attempts[-1]
+        sc = parse(info["params"], str(d / "run.json"))
+        earlier = [{"run": str(a), "error": i.get("error")} for a, i in attempts[:-1]
+                   if i.get("status") == "harness-error"]
+        base = {"id": sc.id, "scenario": name, "repeat": rep, "status": info.get("status"),
+                "seconds": round(max((info.get("phases") or {"": 0}).values()), 1),
+                "retried": bool(earlier), "earlier_attempts": earlier, "expect": sc.expect}
+        check = d / "check.json"
+        if info.get("status") == "completed" and check.exists():
+            result = json.loads(check.read_text())
+            if "prediction" not in result:
+                result["prediction"] = report.verdict(sc, result, info)
+            base.update(report.summary_row(sc, result, info, d))
+            base["harness_error"] = False
+        else:
+            base.update(prediction=None, reason=info.get("error") or f"run {info.get('status')}",
+                        report=str(d), harness_error=True)
+        rows.append(base)
+    by_name = {sc.name: sc for sc in select(sorted(SCENARIO_DIR.glob("*.yaml")), None)[0]}
+    rows.sort(key=lambda r: (order_key(by_name[r["scenario"]]) if r["scenario"] in by_name
+                             else (9, 0, r["scenario"]), r["repeat"]))
+    return rows
+
+
 def merge(dirs: list[Path], results: Path = RESULTS, kind: str = "catalogue") -> Path:
     """One summary from several catalogue runs (e.g. a full run and a re-run of some rows):
     for each scenario and repeat, the row of the latest directory given that has it."""
@@ -220,6 +262,10 @@ def merge(dirs: list[Path], results: Path = RESULTS, kind: str = "catalogue") ->
     return out
 
 
+def _interrupted(signum, frame):
+    raise Interrupted()
+
+
 def run_catalogue(only: list[str] | None = None, repeat: int = 1, files: list[Path] | None = None,
                   results: Path = RESULTS, kind: str = "catalogue", retries: int = 1,
                   master: str | None = None) -> int:
@@ -230,19 +276,30 @@ def run_catalogue(only: list[str] | None = None, repeat: int = 1, files: list[Pa
     out = results / kind / stamp
     t0 = time.monotonic()
     entries = []
+    # SIGTERM (a CI time limit) ends the catalogue like Ctrl-C: what ran is still summarised.
+    prev = signal.signal(signal.SIGTERM, _interrupted)
+    interrupted = False
     try:
         for rep in range(repeat):
             for sc in scenarios:
                 log(f"catalogue: {sc.name} (repeat {rep + 1}/{repeat}, {len(entries) + 1}/{len(scenarios) * repeat})")
                 entries.append(run_one(sc, rep, results, retries))
-    finally:  # Ctrl-C: what has run so far is still checked and summarised
-        try:
-            check_all(entries, master)
-        finally:
-            rows = [row(e) for e in entries]
-            write_outputs(rows, invalid, out, f"mqchaos {kind}, {stamp} ({time.monotonic() - t0:.0f} s)")
-            log(f"summary: {out / 'summary.md'}")
-            print((out / "summary.md").read_text())
-    if invalid or any(r["harness_error"] or r.get("valid") is None for r in rows):
+                if entries[-1].status == "interrupted":  # the run healed and kept its history
+                    raise Interrupted()
+    except (KeyboardInterrupt, Interrupted):
+        interrupted = True
+        log("catalogue interrupted: checking and summarising the runs so far")
+    try:  # Ctrl-C again during the check still leaves a summary (without verdicts)
+        check_all(entries, master)
+    except (KeyboardInterrupt, Interrupted):
+        interrupted = True
+    finally:
+        rows = [row(e) for e in entries]
+        write_outputs(rows, invalid, out, f"mqchaos {kind}, {stamp} ({time.monotonic() - t0:.0f} s)"
+                      + (", interrupted" if interrupted else ""))
+        log(f"summary: {out / 'summary.md'}")
+        print((out / "summary.md").read_text())
+        signal.signal(signal.SIGTERM, prev)
+    if interrupted or invalid or any(r["harness_error"] or r.get("valid") is None for r in rows):
         return EXIT_UNKNOWN
     return EXIT_INVALID if any(r.get("valid") is False for r in rows) else EXIT_VALID

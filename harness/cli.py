@@ -47,6 +47,25 @@ def convert(run_dirs, master):
 
 
 @main.command()
+@click.argument("results", nargs=-1, required=True)
+@click.option("--master", default=None,
+              help="Spark master URL (default local[*]; under spark-submit, its --master).")
+@click.option("--out", default=None, help="Output directory (default results/analysis/<UTC timestamp>/).")
+@click.option("--ordering", type=click.Choice(["none", "fifo", "monotonic", "strict"]),
+              default=None, help="Ordering rule; default: each run's own (run.json).")
+@click.option("--unavailable-threshold", type=float, default=1.0, show_default=True,
+              help="Shortest unavailable interval counted, in seconds.")
+@click.option("--json-only", is_flag=True, help="Ignore Parquet copies; read the JSONL histories.")
+def analyze(results, master, out, ordering, unavailable_threshold, json_only):
+    """Analyze many runs (directories, globs, or directories with runs below) in one
+    Spark job: a Parquet table (one row per run) and a Markdown/HTML summary."""
+    from checkers.analyze import main as analyze_main
+
+    sys.exit(analyze_main(list(results), master=master, out=out, ordering=ordering,
+                          threshold=unavailable_threshold, prefer_parquet=not json_only))
+
+
+@main.command()
 @click.argument("scenario_files", nargs=-1, required=True)
 def validate(scenario_files):
     """Validate scenario files; every error names its field."""
@@ -61,6 +80,46 @@ def validate(scenario_files):
             bad += 1
             click.echo(str(e), err=True)
     sys.exit(2 if bad else 0)
+
+
+@main.command()
+@click.option("--only", default=None, help="Comma-separated ids or names, e.g. R2,K7 (R5 picks R5a, R5b).")
+@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True)
+@click.option("--retries", type=click.IntRange(0, 3), default=1, show_default=True,
+              help="Retries of a run whose harness failed (never of a finding).")
+@click.option("--kind", default="catalogue", show_default=True, help="results/<kind>/<timestamp>/")
+@click.option("--master", default=None, help="Spark master URL for the check (default local[*]).")
+@click.option("--merge", "merge_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="Run nothing: merge these catalogue result directories (later ones win) into one summary.")
+@click.option("--from-runs", is_flag=True,
+              help="Run nothing: the arguments are run directories (already checked); summarise them.")
+@click.argument("scenario_files", nargs=-1)
+def catalogue(only, repeat, retries, kind, master, merge_dirs, from_runs, scenario_files):
+    """Run the scenario catalogue (default scenarios/*.yaml); summary.md/json and junit.xml
+    under results/<kind>/<timestamp>/. Exit 0 all valid, 1 anomalies, 2 harness errors."""
+    from pathlib import Path
+
+    from harness.catalogue import merge, run_catalogue
+
+    if merge_dirs:
+        out = merge([Path(d) for d in merge_dirs], kind=kind)
+        click.echo((out / "summary.md").read_text())
+        sys.exit(0)
+    if from_runs:
+        from datetime import datetime, timezone
+
+        from harness.catalogue import rows_from_runs, write_outputs
+        from harness.runner import RESULTS
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
+        out = RESULTS / kind / stamp
+        write_outputs(rows_from_runs([Path(d) for d in scenario_files]), [], out,
+                      f"mqchaos {kind}, {stamp}, summarised from {len(scenario_files)} run directories")
+        click.echo((out / "summary.md").read_text())
+        sys.exit(0)
+
+    sys.exit(run_catalogue(only.split(",") if only else None, repeat,
+                           [Path(f) for f in scenario_files] or None, kind=kind, retries=retries,
+                           master=master))
 
 
 @main.command()

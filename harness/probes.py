@@ -129,8 +129,7 @@ class Probes:
         return spread(Counter(p["leader"] for p in parts if p["leader"]), self.cluster.brokers())
 
     def _elect_preferred(self) -> None:
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import ElectionType
+        from confluent_kafka import ElectionType, TopicPartition
         topic = self.sc.topic.name
         tps = [TopicPartition(topic, p["partition"]) for p in self.cluster.partitions(topic)]
         try:

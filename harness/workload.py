@@ -145,9 +145,19 @@ def drain(run) -> dict:
     for c in run.consumers:
         c.delay = 0
 
+    gone = []
+
     def empty_and_idle() -> bool:
         idle = all(run.clock.now() - c.last_delivery >= t.drain_idle for c in run.consumers)
-        return idle and queue_depth(run.cluster, sc.queue.name) == 0
+        if not idle:
+            return False
+        if queue_depth(run.cluster, sc.queue.name) == 0:
+            return True
+        # R4: the queue itself was lost; there is nothing left to drain, and that is the finding
+        if queue_gone(run.cluster, sc.queue.name):
+            gone.append(True)
+            return True
+        return False
 
     try:
         wait_until(empty_and_idle, t.drain_timeout, f"queue {sc.queue.name} drained", interval=1.0)
@@ -159,7 +169,20 @@ def drain(run) -> dict:
     except Exception:  # noqa: BLE001 - the queue may be gone (R4): that is the finding
         left = None
     return {"complete": complete, "seconds": round(time.monotonic() - t0, 1), "error": err,
-            "queue_messages_left": left}
+            "queue_messages_left": left, "queue_gone": bool(gone)}
+
+
+def queue_gone(cluster, name: str) -> bool:
+    """The queue no longer exists: the management API says 404 and the queue processes of a
+    running node do not list it."""
+    if cluster.queue(name) is not None:
+        return False
+    for node in cluster.nodes():
+        if cluster.running(node):
+            rc, out = cluster.rabbitmqctl(node, "-q", "list_queues", "name", "--no-table-headers",
+                                          check=False, timeout=30)
+            return rc == 0 and name not in out.split()
+    return False
 
 
 def queue_depth(cluster, name: str) -> int | None:
