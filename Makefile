@@ -12,7 +12,10 @@ export PYSPARK_PYTHON ?= $(abspath $(PY))
 # setup = the virtualenv (Java for Spark included) + a running Docker engine.
 setup: venv engine
 
+# The virtualenv, then the JVM class-data-sharing archive Spark starts from (checkers/spark.py:
+# built once per Java/pyspark, about a minute; it halves Spark's start-up).
 venv: $(VENV)/.installed
+	@$(PY) -m checkers.spark --ensure-cds
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless)
@@ -86,3 +89,19 @@ NIGHTLY_REPEAT ?= 1
 nightly: images
 	$(MQCHAOS) catalogue --kind nightly --repeat $(NIGHTLY_REPEAT) || [ $$? -eq 1 ]
 
+# Spark over many runs (checkers/analyze.py, docs/nightly.md): every run below ANALYZE_RESULTS
+# in one Spark job -> ANALYZE_OUT/{runs.parquet,summary.md,summary.html,...}. `latest` links
+# are not followed and directories that are not runs (suites, nightly, analysis) are skipped,
+# so each run counts once. ANALYZE_MASTER=spark://host:7077 for a standalone master.
+ANALYZE_RESULTS ?= results
+ANALYZE_OUT ?= results/analysis/$(shell date -u +%Y-%m-%dT%H-%M-%SZ)
+ANALYZE_MASTER ?=
+.PHONY: analyze bench-analyze
+analyze: venv
+	$(MQCHAOS) analyze $(ANALYZE_RESULTS) --out $(ANALYZE_OUT) $(if $(ANALYZE_MASTER),--master $(ANALYZE_MASTER)) $(ANALYZE_ARGS)
+
+# analyze over 1,000 synthetic runs x 100k messages, local[*] and on a standalone master +
+# worker (bench/analyze_bench.py). CPU-heavy: waits for the machine's CPU lock, which real
+# cluster runs hold. BENCH_ARGS="--runs 20 --messages 10000" for a quick one.
+bench-analyze: venv
+	flock /tmp/mqchaos-cpu.lock $(PY) -m bench.analyze_bench $(BENCH_ARGS)

@@ -10,15 +10,39 @@ the best of its attempts (ok > info > fail).
                   before it under the rule (monotonic / fifo / strict)
   unavailable     between two successful writes, from the first failing attempt
                   to the last failure observed, if longer than the threshold
+
+How it stays fast (docs/benchmarks.md has the figures):
+- every aggregation buffer is fixed-width (numbers only): Spark runs a string
+  min/max/first as a sort-based aggregation, several times slower. Producer
+  names are compared by a 64-bit hash, certified collision-free per run by a
+  small exact check (`producer_hash_collisions`);
+- identity, counts and samples are one job: the per-message aggregation is
+  computed once; anomalous messages keep their id, the others collapse into
+  one row per run before the only other shuffle, where the counts and the
+  first SAMPLES ids per kind (a bounded top-k) are taken from the same rows;
+- ordering needs the produce log only for deliveries that do not carry their
+  writer, and then only those messages' records (a broadcast semi-join);
+- unavailable intervals come from per-bucket extremes of the successful
+  writes (buckets narrower than the threshold), then the failed writes alone:
+  no sort of the produce log.
 """
 from __future__ import annotations
+
+import inspect
+from typing import Callable
 
 from pyspark.sql import DataFrame, Window, functions as F
 
 SAMPLES = 20
 RANK = {"fail": 1, "info": 2, "ok": 3}
 ORDERINGS = ("none", "fifo", "monotonic", "strict")
-BUCKET_S = 10.0  # time buckets that keep the unavailability windows local
+BUCKET_S = 10.0  # time buckets of the exact (small-threshold) unavailability query
+# Below this threshold (seconds) the bucketed unavailability query would need
+# too many buckets: the exact sort-based one is used instead.
+MIN_BUCKET_S = 0.05
+# Deliveries lacking producer/seq are given their writer by a broadcast of
+# their ids when there are at most this many; else by a shuffle join.
+BROADCAST_IDS = 2_000_000
 
 COUNT_FIELDS = ("attempted", "ok", "fail", "info", "produce_records", "delivered",
                 "deliveries", "lost", "duplicated", "duplicate_deliveries", "unexpected",
@@ -26,8 +50,25 @@ COUNT_FIELDS = ("attempted", "ok", "fail", "info", "produce_records", "delivered
 ANOMALY_KINDS = ("lost", "duplicated", "unexpected", "recovered", "recovered_fail", "id_conflicts")
 
 
+# min_by(value, order, k) (Spark >= 4.2): the k values of the smallest
+# orders, in order, from a bounded buffer. Older Spark: a sorted list, cut.
+_MIN_BY_K = "k" in inspect.signature(F.min_by).parameters
+
+
+def _first(value, order, k: int = SAMPLES):
+    """Aggregate: the values of the k smallest `order`s (nulls skipped), in order."""
+    if _MIN_BY_K:
+        return F.min_by(value, order, k)
+    pairs = F.collect_list(F.when(order.isNotNull(), F.struct(order.alias("o"), value.alias("v"))))
+    return F.transform(F.slice(F.array_sort(pairs), 1, k), lambda x: x["v"])
+
+
 def _count_if(cond):
     return F.sum(F.when(cond, 1).otherwise(0))
+
+
+def _int(cond):
+    return F.when(cond, 1).otherwise(0)
 
 
 def _rank(col):
@@ -35,124 +76,282 @@ def _rank(col):
             .when(col == "fail", RANK["fail"]))
 
 
+def _has_writer():
+    return F.col("producer").isNotNull() & F.col("seq").isNotNull()
+
+
+Query = tuple[DataFrame, Callable[[list], dict]]
+
+
+def run_queries(queries: list[Query | None]) -> list:
+    """Run several queries as ONE Spark job (a union, each part tagged), so
+    their independent stages share the cores; decode each part's rows (None
+    for a query that is None)."""
+    dfs = [df.withColumn("part", F.lit(i)) for i, q in enumerate(queries) if q for df in [q[0]]]
+    if not dfs:
+        return [None] * len(queries)
+    union = dfs[0]
+    for df in dfs[1:]:
+        union = union.unionByName(df, allowMissingColumns=True)
+    rows = union.collect()
+    return [q[1]([r for r in rows if r.part == i]) if q else None for i, q in enumerate(queries)]
+
+
 def identity(produce: DataFrame, consume: DataFrame | None) -> dict[int, dict]:
-    """Counts and sample ids per run, from one aggregation keyed by (run, msg_id)."""
-    p = produce.select("run", "msg_id", "_bad", F.col("producer"),
-                       _rank(F.col("outcome")).alias("rank"), F.col("t_complete").alias("tc"),
-                       F.lit(0).alias("dlv"))
+    """Counts and sample ids per run (one job); see identity_query."""
+    return run_queries([identity_query(produce, consume)])[0]
+
+
+def identity_query(produce: DataFrame, consume: DataFrame | None) -> Query:
+    """Counts and sample ids per run.
+
+    Each run's dict also holds `no_writer`: good deliveries without
+    producer/seq (the ordering then looks them up in the produce log)."""
+    # One narrow row per record through the shuffle. r: 0 malformed line,
+    # 1 / 2 / 3 an attempt (fail / info / ok), 4 a delivery that carries its
+    # writer, 5 one that does not.
+    bad = F.col("_bad")
+    p = produce.select(
+        "run", "msg_id", F.when(bad, 0).otherwise(_rank(F.col("outcome"))).alias("r"),
+        F.when(~bad & (F.col("outcome") == "ok"), F.col("t_complete")).alias("tc"),
+        F.when(~bad, F.xxhash64("producer")).alias("ph"))
     parts = p
     if consume is not None:
-        c = consume.select("run", "msg_id", "_bad", F.lit(None).cast("string").alias("producer"),
-                           F.lit(None).cast("int").alias("rank"), F.lit(None).cast("double").alias("tc"),
-                           F.lit(1).alias("dlv"))
+        c = consume.select(
+            "run", "msg_id", F.when(bad, 0).when(_has_writer(), 4).otherwise(5).alias("r"),
+            F.lit(None).cast("double").alias("tc"), F.lit(None).cast("long").alias("ph"))
         parts = p.unionByName(c)
-    good = ~F.col("_bad")
-    m = parts.groupBy("run", "msg_id").agg(
-        _count_if(good & F.col("rank").isNotNull()).alias("attempts"),
-        F.max(F.when(good, F.col("rank"))).alias("best"),
-        _count_if(good & (F.col("dlv") == 1)).alias("dlv"),
-        _count_if(F.col("_bad")).alias("bad"),
-        F.min(F.when(good, F.col("producer"))).alias("pmin"),
-        F.max(F.when(good, F.col("producer"))).alias("pmax"),
-        F.max(F.when(good & (F.col("rank") == 3), F.col("tc"))).alias("ok_t"),
+    r = F.col("r")
+    attempt = r.between(1, 3)
+    # Message ids are (nearly) all distinct: an aggregation before the shuffle
+    # would only cost. Shuffled first, the aggregation runs once, after it
+    # (spark.sql.execution.combineAdjacentAggregation, set by checkers.spark).
+    m = parts.repartition("run", "msg_id").groupBy("run", "msg_id").agg(
+        _count_if(attempt).alias("attempts"),
+        F.max(F.when(attempt, r)).alias("best"),
+        _count_if(r >= 4).alias("dlv"),
+        _count_if(r == 0).alias("bad"),
+        F.min("ph").alias("pmin"),
+        F.max("ph").alias("pmax"),
+        F.max("tc").alias("ok_t"),
+        _count_if(r == 5).alias("nw"),
     )
+    best, dlv = F.col("best"), F.col("dlv")
     kinds = {
-        "lost": (F.col("best") == 3) & (F.col("dlv") == 0),
-        "unexpected": (F.col("attempts") == 0) & (F.col("dlv") > 0),
-        "duplicated": F.col("dlv") > 1,
-        "recovered": F.col("best").isin(1, 2) & (F.col("dlv") > 0),
-        "recovered_fail": (F.col("best") == 1) & (F.col("dlv") > 0),
+        "lost": (best == 3) & (dlv == 0),
+        "unexpected": (F.col("attempts") == 0) & (dlv > 0),
+        "duplicated": dlv > 1,
+        "recovered": best.isin(1, 2) & (dlv > 0),
+        "recovered_fail": (best == 1) & (dlv > 0),
         "id_conflicts": F.col("pmin") != F.col("pmax"),
     }
-    counts = m.groupBy("run").agg(
-        _count_if(F.col("attempts") > 0).alias("attempted"),
-        _count_if(F.col("best") == 3).alias("ok"),
-        _count_if(F.col("best") == 2).alias("info"),
-        _count_if(F.col("best") == 1).alias("fail"),
-        F.sum("attempts").alias("produce_records"),
-        _count_if(F.col("dlv") > 0).alias("delivered"),
-        F.sum("dlv").alias("deliveries"),
-        F.sum(F.when(F.col("dlv") > 1, F.col("dlv") - 1).otherwise(0)).alias("duplicate_deliveries"),
-        F.sum("bad").alias("malformed_lines"),
-        F.min(F.when(kinds["lost"], F.col("ok_t"))).alias("lost_first"),
-        F.max(F.when(kinds["lost"], F.col("ok_t"))).alias("lost_last"),
-        *[_count_if(cond).alias(k) for k, cond in kinds.items()],
-    )
-    out = {}
-    for row in counts.collect():
-        d = {k: int(row[k] or 0) for k in COUNT_FIELDS}
-        # When the lost messages were confirmed: the window of the loss.
-        d["lost_window"] = [row.lost_first, row.lost_last] if row.lost_first is not None else None
-        d["samples"] = {k: [] for k in ANOMALY_KINDS}
-        out[row.run] = d
-    # Samples (the first SAMPLES ids per kind) cost a second pass: only for
-    # runs that have anomalies, and only over their anomalous messages.
-    if any(d[k] for d in out.values() for k in ANOMALY_KINDS):
-        anomalous = kinds["lost"]
-        for cond in kinds.values():
-            anomalous = anomalous | cond
-        flagged = m.where(anomalous).select("run", "msg_id", F.explode(F.array(*[
-            F.when(cond, F.lit(k)) for k, cond in kinds.items()])).alias("kind")).where("kind is not null")
-        w = Window.partitionBy("run", "kind").orderBy("msg_id")
-        for row in flagged.withColumn("rn", F.row_number().over(w)).where(F.col("rn") <= SAMPLES).collect():
-            out[row.run]["samples"][row.kind].append(row.msg_id)
-        for d in out.values():
-            for ids in d["samples"].values():
-                ids.sort()
+    anomalous = F.lit(False)
+    for cond in kinds.values():
+        anomalous = anomalous | F.coalesce(cond, F.lit(False))
+    # One row per message, reduced at once: anomalous messages keep their id
+    # (`sid`), every other one folds into a single (run, null) row per task.
+    per_msg = {
+        "attempted": _int(F.col("attempts") > 0), "ok": _int(best == 3), "info": _int(best == 2),
+        "fail": _int(best == 1), "produce_records": F.col("attempts"), "delivered": _int(dlv > 0),
+        "deliveries": dlv, "duplicate_deliveries": F.greatest(dlv - 1, F.lit(0)),
+        "malformed_lines": F.col("bad"),
+        # deliveries lacking producer/seq whose message has a produce record
+        # (the others, unexpected, have no writer to look up)
+        "no_writer": F.when(F.col("attempts") > 0, F.col("nw")).otherwise(0),
+        **{k: _int(cond) for k, cond in kinds.items()},
+    }
+    sums = list(per_msg)
+    a1 = (m.select("run", F.when(anomalous, F.col("msg_id")).alias("sid"),
+                   F.when(kinds["lost"], F.col("ok_t")).alias("lost_t"),
+                   *[c.cast("long").alias(k) for k, c in per_msg.items()])
+          .groupBy("run", "sid")
+          .agg(*[F.sum(k).alias(k) for k in sums],
+               F.min("lost_t").alias("lost_first"), F.max("lost_t").alias("lost_last")))
+    # Each of those rows counts once in its run's totals (kind "") and once
+    # more per anomaly kind it has, under which the first ids are kept (a
+    # bounded top-k: only anomalies and the folded rows get this far).
+    kind = F.explode(F.array(F.lit(""), *[F.when(F.col(k) > 0, F.lit(k)) for k in kinds])).alias("kind")
+    e = a1.select("*", kind).where(F.col("kind").isNotNull())
+    total = F.col("kind") == ""
+    sid = F.when(~total, F.col("sid"))
+    df = (e.groupBy("run", "kind")
+          .agg(*[F.sum(F.when(total, F.col(k))).alias(k) for k in sums],
+               F.min(F.when(total, F.col("lost_first"))).alias("lost_first"),
+               F.max(F.when(total, F.col("lost_last"))).alias("lost_last"),
+               _first(sid, sid).alias("ids")))
+    return df, lambda rows: _decode_identity(rows, sums)
+
+
+def _decode_identity(rows: list, sums: list[str]) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    for row in rows:
+        if row.kind == "":
+            d = out.setdefault(row.run, {"samples": {k: [] for k in ANOMALY_KINDS}})
+            d.update({k: int(row[k] or 0) for k in sums})
+            # When the lost messages were confirmed: the window of the loss.
+            d["lost_window"] = [row.lost_first, row.lost_last] if row.lost_first is not None else None
+    for row in rows:
+        if row.kind != "":
+            out[row.run]["samples"][row.kind] = list(row.ids or [])
+    for d in out.values():
+        for ids in d["samples"].values():
+            ids.sort()
     return out
 
 
-def _with_writer(consume: DataFrame, produce: DataFrame) -> DataFrame:
+def producer_hash_collisions(produce: DataFrame) -> set[int]:
+    return run_queries([collisions_query(produce)])[0]
+
+
+def collisions_query(produce: DataFrame) -> Query:
+    """Runs in which two distinct producer names share a 64-bit hash (then
+    `id_conflicts`, computed on hashes, must be recomputed exactly)."""
+    names = (produce.where(~F.col("_bad")).select("run", "producer").distinct()
+             .groupBy("run", F.xxhash64("producer").alias("h")).count()
+             .where(F.col("count") > 1).select("run").distinct())
+    return names, lambda rows: {r.run for r in rows}
+
+
+def exact_id_conflicts(produce: DataFrame, runs: set[int]) -> dict[int, tuple[int, list[str]]]:
+    """id_conflicts by comparing names (slow path, only after a hash collision)."""
+    rows = (produce.where(~F.col("_bad") & F.col("run").isin(*runs))
+            .groupBy("run", "msg_id").agg(F.countDistinct("producer").alias("n"))
+            .where(F.col("n") > 1))
+    w = Window.partitionBy("run").orderBy("msg_id")
+    agg = (rows.withColumn("rn", F.row_number().over(w))
+           .groupBy("run").agg(F.count(F.lit(1)).alias("n"),
+                               F.collect_list(F.when(F.col("rn") <= SAMPLES, F.col("msg_id"))).alias("ids")))
+    out = {r: (0, []) for r in runs}
+    for row in agg.collect():
+        out[row.run] = (int(row.n), sorted(row.ids))
+    return out
+
+
+def _with_writer(consume: DataFrame, produce: DataFrame, lookup: dict[int, int] | None) -> DataFrame:
     """Deliveries with the producer/seq they carry, else those of the produce log.
 
-    The harness's own consumers always carry them: the join with the produce
-    log (a shuffle of every attempt) is only built when some delivery lacks them.
+    `lookup`: runs -> number of deliveries lacking them. The harness's own
+    consumers always carry them: no join at all then. Otherwise only the
+    produce records of those messages are read back (a broadcast of their
+    ids when few), and a message's writer is its first record, in file order.
     """
     c = consume.where(~F.col("_bad"))
-    has = c.where(F.col("producer").isNotNull() & F.col("seq").isNotNull())
-    missing = c.where(F.col("producer").isNull() | F.col("seq").isNull()).drop("producer", "seq")
-    if missing.select("msg_id").limit(1).count() == 0:
-        return has
-    writer = (produce.where(~F.col("_bad")).groupBy("run", "msg_id")
-              .agg(F.first("producer").alias("producer"), F.first("seq").alias("seq")))
+    if lookup is None:  # not counted by the caller
+        lookup = {r.run: r["count"] for r in c.where(~_has_writer()).groupBy("run").count().collect()}
+    if not lookup:
+        return c.where(_has_writer())
+    has = c.where(_has_writer())
+    missing = c.where(~_has_writer() & F.col("run").isin(*lookup)).drop("producer", "seq")
+    keys = missing.select("run", "msg_id").distinct()
+    if sum(lookup.values()) <= BROADCAST_IDS:
+        keys = F.broadcast(keys)
+    # A record's position: its file, then its place in the file (Spark's
+    # partitions of one file follow the file), taken before any shuffle.
+    records = (produce.where(~F.col("_bad") & F.col("run").isin(*lookup))
+               .select("run", "msg_id", "producer", "seq",
+                       F.struct(F.input_file_name(), F.monotonically_increasing_id()).alias("pos"))
+               .join(keys, ["run", "msg_id"], "left_semi"))
+    writer = (records.groupBy("run", "msg_id")
+              .agg(F.min_by(F.struct("producer", "seq"), "pos").alias("w"))
+              .select("run", "msg_id", F.col("w.producer").alias("producer"), F.col("w.seq").alias("seq")))
     filled = missing.join(writer, ["run", "msg_id"], "inner")
     return has.unionByName(filled.select(*has.columns))
 
 
-def ordering(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int, str]) -> dict[int, dict]:
-    """Ordering violations per run, each run under its own rule."""
-    out: dict[int, dict] = {}
-    d = None
-    for rule in ("fifo", "monotonic", "strict"):
-        ids = [r for r, x in rule_by_run.items() if x == rule]
-        if not ids:
-            continue
-        if d is None:
-            d = _with_writer(consume, produce)
-        rows = d.where(F.col("run").isin(ids))
-        if rule != "strict":
-            rows = rows.where(~F.col("redelivered"))
-        if rule == "monotonic":
-            # Per consumer; with Kafka offsets, per partition too (log order).
-            rows = rows.withColumn("lane", F.when(F.col("offset").isNotNull(), F.col("source")))
-            group = ["run", "producer", "consumer", "lane"]
-        else:
-            group = ["run", "producer", "source"]
-        w = (Window.partitionBy(*group)
-             .orderBy(F.col("offset").asc_nulls_last(), F.col("t"), F.col("seq"))
-             .rowsBetween(Window.unboundedPreceding, -1))
-        v = rows.withColumn("prev_max", F.max("seq").over(w)).where(F.col("seq") < F.col("prev_max"))
-        wn = Window.partitionBy("run").orderBy("t", "msg_id")
-        agg = (v.withColumn("rn", F.row_number().over(wn))
-               .groupBy("run").agg(F.count(F.lit(1)).alias("n"),
-                                   F.collect_list(F.when(F.col("rn") <= SAMPLES, F.col("msg_id"))).alias("ids")))
-        for row in agg.collect():
-            out[row.run] = {"ordering_violations": int(row.n), "samples": list(row.ids)}
-    return out
+def ordering(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int, str],
+             lookup: dict[int, int] | None = None) -> dict[int, dict]:
+    q = ordering_query(produce, consume, rule_by_run, lookup)
+    return run_queries([q])[0] if q else {}
+
+
+def ordering_query(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int, str],
+                   lookup: dict[int, int] | None = None) -> Query | None:
+    """Ordering violations per run, each run under its own rule (None: no
+    run has a rule).
+
+    A violation is a delivery whose seq is below the highest seq of the
+    deliveries before it in its group (a running max over the group's order)."""
+    rules = {r: x for r, x in rule_by_run.items() if x != "none"}
+    if not rules:
+        return None
+    by_rule = {x: [r for r, y in rules.items() if y == x] for x in set(rules.values())}
+
+    def of(rule):
+        return F.col("run").isin(*by_rule[rule]) if rule in by_rule else F.lit(False)
+
+    if lookup is not None:
+        lookup = {r: n for r, n in lookup.items() if r in rules and n}
+    d = _with_writer(consume, produce, lookup)
+    d = d.where(F.col("run").isin(*rules) & (of("strict") | ~F.col("redelivered")))
+    # monotonic: per producer, consumer (and partition, for Kafka offsets);
+    # fifo / strict: per producer, source.
+    mono = of("monotonic")
+    k1 = F.when(mono, F.col("consumer")).otherwise(F.col("source"))
+    k2 = F.when(mono & F.col("offset").isNotNull(), F.col("source"))
+    rows = d.select("run", "producer", k1.alias("k1"), k2.alias("k2"), "offset", "t", "seq", "msg_id")
+    w = (Window.partitionBy("run", "producer", "k1", "k2")
+         .orderBy(F.col("offset").asc_nulls_last(), F.col("t"), F.col("seq"))
+         .rowsBetween(Window.unboundedPreceding, -1))
+    v = rows.withColumn("prev_max", F.max("seq").over(w)).where(F.col("seq") < F.col("prev_max"))
+    # The violations are few: counted, and the earliest kept, in one aggregation.
+    df = v.groupBy("run").agg(F.count(F.lit(1)).alias("n"),
+                              _first(F.col("msg_id"), F.struct("t", "msg_id")).alias("ids"))
+    return df, lambda rows: {r.run: {"ordering_violations": int(r.n), "samples": list(r.ids or [])}
+                             for r in rows}
 
 
 def unavailable(produce: DataFrame, threshold: float) -> dict[int, list[list[float]]]:
-    """Intervals with failed/unknown writes and no successful one, per run."""
+    return run_queries([unavailable_query(produce, threshold)])[0]
+
+
+def unavailable_query(produce: DataFrame, threshold: float) -> Query:
+    """Intervals with failed/unknown writes and no successful one, per run.
+
+    Every failed write belongs to the gap between the last success at or
+    before it and the next one; such a group spans at most its gap. With time
+    buckets narrower than the threshold, a gap inside one bucket cannot yield
+    an interval: its failures are dropped. Every other failure finds its
+    previous success from its bucket's extremes (first / last success) or
+    from the last success of the buckets before: no sort of the log."""
+    if threshold < MIN_BUCKET_S:
+        return _unavailable_sorted(produce, threshold)
+    width = threshold * (1 - 1e-9)  # strictly narrower: float rounding cannot widen a bucket
+    p = (produce.where(~F.col("_bad"))
+         .select("run", (F.col("outcome") == "ok").alias("ok"), "t_invoke", "t_complete",
+                 F.floor(F.col("t_complete") / width).alias("b")))
+    okt = F.when(F.col("ok"), F.col("t_complete"))
+    buckets = p.groupBy("run", "b").agg(F.min(okt).alias("first_ok"), F.max(okt).alias("last_ok"))
+    before = Window.partitionBy("run").orderBy("b").rowsBetween(Window.unboundedPreceding, -1)
+    buckets = buckets.withColumn("carry", F.max("last_ok").over(before))
+    f = p.where(~F.col("ok")).join(F.broadcast(buckets), ["run", "b"])
+    tc = F.col("t_complete")
+    f = f.select(
+        "run", "t_invoke", "t_complete",
+        F.when(F.col("last_ok").isNull() | (tc < F.col("first_ok")), F.col("carry"))
+        .otherwise(F.col("last_ok")).alias("s_prev"),
+        # between two successes of its own bucket: a gap narrower than the threshold
+        (F.col("last_ok").isNotNull() & (tc >= F.col("first_ok")) & (tc < F.col("last_ok"))).alias("inner"))
+    return _gaps(f.where(~F.col("inner")), threshold)
+
+
+def _gaps(f: DataFrame, threshold: float) -> Query:
+    """Failed writes with `s_prev` (their previous success) -> merged intervals."""
+    gaps = (f.groupBy("run", "s_prev")
+            .agg(F.min("t_invoke").alias("a"), F.max("t_complete").alias("z"))
+            .select("run", F.greatest(F.col("s_prev"), F.col("a")).alias("start"), F.col("z").alias("end"))
+            .where(F.col("end") - F.col("start") >= threshold))
+
+    def decode(rows):
+        out: dict[int, list[list[float]]] = {}
+        for row in rows:
+            out.setdefault(row.run, []).append([row.start, row.end])
+        return {r: merge(iv) for r, iv in out.items()}
+    return gaps, decode
+
+
+def _unavailable_sorted(produce: DataFrame, threshold: float) -> Query:
+    """The same, for any threshold: the latest success at or before each
+    failure by a running max over the produce log in time order (per bucket)."""
     p = (produce.where(~F.col("_bad"))
          .select("run", (F.col("outcome") == "ok").alias("ok"), "t_invoke", "t_complete",
                  F.floor(F.col("t_complete") / BUCKET_S).alias("b")))
@@ -169,14 +368,7 @@ def unavailable(produce: DataFrame, threshold: float) -> dict[int, list[list[flo
             .rowsBetween(Window.unboundedPreceding, 0))
     rows = rows.withColumn("s_prev", F.coalesce(
         F.max(F.when(F.col("ok"), F.col("t_complete"))).over(upto), F.col("carry")))
-    gaps = (rows.where(~F.col("ok")).groupBy("run", "s_prev")
-            .agg(F.min("t_invoke").alias("a"), F.max("t_complete").alias("z"))
-            .select("run", F.greatest(F.col("s_prev"), F.col("a")).alias("start"), F.col("z").alias("end"))
-            .where(F.col("end") - F.col("start") >= threshold))
-    out: dict[int, list[list[float]]] = {}
-    for row in gaps.collect():
-        out.setdefault(row.run, []).append([row.start, row.end])
-    return {r: merge(iv) for r, iv in out.items()}
+    return _gaps(rows.where(~F.col("ok")), threshold)
 
 
 def merge(intervals: list[list[float]]) -> list[list[float]]:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from checkers import analysis as A
-from checkers.history import HistoryError, Run, load, open_runs, run_ids
+from checkers.history import HistoryError, Run, load, open_runs, records_estimate, run_ids
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
 
@@ -27,11 +27,35 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
         return {}
     ids = run_ids(spark, runs)
     rules = {rid: _rule(run, ordering) for rid, run in ids.items()}
+    from checkers.spark import fit_partitions
+
+    fit_partitions(spark, records_estimate(runs))
     produce = load(spark, runs, "produce")
     consume = load(spark, runs, "consume")
-    ident = A.identity(produce, consume)
-    order = A.ordering(produce, consume, rules) if consume is not None else {}
-    unav = A.unavailable(produce, threshold)
+    # One Spark job: identity, the producer-hash check, unavailability and
+    # ordering (on the deliveries that carry their writer), whose stages
+    # share the cores.
+    ident, collide, unav, order = A.run_queries([
+        A.identity_query(produce, consume),
+        A.collisions_query(produce),
+        A.unavailable_query(produce, threshold),
+        A.ordering_query(produce, consume, rules, {}) if consume is not None else None])
+    order = order or {}
+    # id_conflicts compares producers by hash: exact unless two names of a
+    # run share one (then recomputed by name).
+    if collide:
+        for rid, (n, sample) in A.exact_id_conflicts(produce, collide).items():
+            if rid in ident:
+                ident[rid]["id_conflicts"] = n
+                ident[rid]["samples"]["id_conflicts"] = sample
+    # Runs with deliveries that do not carry their writer (other tools'
+    # histories; identity counted them): their ordering again, with the
+    # writers looked up in the produce log.
+    lookup = {rid: n for rid, d in ident.items()
+              if (n := d.pop("no_writer", 0)) and rules.get(rid, "none") != "none"}
+    if lookup and consume is not None:
+        order = {r: o for r, o in order.items() if r not in lookup}
+        order.update(A.ordering(produce, consume, {r: rules[r] for r in lookup}, lookup))
     unknown = set(ident) | set(order) | set(unav)
     unknown -= set(ids)
     if unknown:

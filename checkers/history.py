@@ -128,9 +128,11 @@ def run_ids(spark: SparkSession, runs: list[Run]) -> dict[int, Run]:
 def _run_column(df: DataFrame, runs: list[Run]):
     """The run id of each row, from the file it was read from.
 
-    A lookup of the file's URI, built once from the files Spark will read,
-    instead of decoding a path on every row; the decoding stays as the
-    fallback for a URI spelled differently."""
+    One run: a constant. Several: a lookup of the file's URI, built once from
+    the files Spark will read, instead of decoding a path on every row; the
+    decoding stays as the fallback for a URI spelled differently."""
+    if len(runs) == 1:
+        return F.lit(0)
     by_dir = {r.dir: i for i, r in enumerate(runs)}
     by_file: dict[str, int] = {}
     for uri in df.inputFiles():
@@ -150,7 +152,10 @@ def _run_column(df: DataFrame, runs: list[Run]):
 
 
 def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
-    """All runs' records of one kind, with `run` (id) and `_bad` (malformed line)."""
+    """All runs' records of one kind, with `run` (id) and `_bad` (malformed line).
+
+    Runs read from JSONL and runs read from their Parquet copy can be mixed:
+    each part is named by its files before the union."""
     schema, required = S.KINDS[kind]
     json_files = [f for r in runs if r.parquet_malformed is None for f in r.files(kind)]
     pq_files = [f for r in runs if r.parquet_malformed is not None for f in r.files(kind)]
@@ -171,8 +176,30 @@ def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
         parts.append(df.withColumn("_bad", F.lit(False)))
     if not parts:
         return None
-    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-    return df.withColumn("run", _run_column(df, runs))
+    parts = [df.withColumn("run", _run_column(df, runs)) for df in parts]
+    return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+
+
+JSONL_BYTES_PER_RECORD = 150
+
+
+def records_estimate(runs: list[Run]) -> int:
+    """About how many records the runs' histories hold: exact for the Parquet
+    copies (their footers), from the size for JSONL."""
+    import pyarrow.parquet as pq
+
+    n = 0
+    for run in runs:
+        for f in run.produce + run.consume:
+            if run.parquet_malformed is None:
+                n += os.path.getsize(f) // JSONL_BYTES_PER_RECORD
+                continue
+            for part in sorted(Path(f).glob("*.parquet")):
+                try:
+                    n += pq.ParquetFile(part).metadata.num_rows
+                except (OSError, ValueError):
+                    n += part.stat().st_size // 20
+    return n
 
 
 def convert(spark: SparkSession, run_dir: str) -> dict:

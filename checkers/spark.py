@@ -1,8 +1,72 @@
-"""One place that starts Spark, quiet and bound to loopback."""
+"""One place that starts Spark, quiet and bound to loopback.
+
+Start-up and the first job of a fresh JVM are most of a small check's time
+(docs/benchmarks.md), so the driver JVM is started with:
+- the parallel collector (throughput: the checker is a batch job);
+- C2 (the optimising JIT) compiling only methods 4x hotter than by default:
+  in a 2-core machine the compiler threads compete with the tasks, and most
+  of the code a check runs is not hot enough to repay a C2 compilation;
+- a class-data-sharing archive of the classes Spark loads, when one was
+  built for this Java and this pyspark (`python -m checkers.spark
+  --build-cds`, about a minute, once): it halves the start-up. Without it
+  (or when the JVM finds it stale) everything works as before, only slower.
+"""
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
+
+# Set when the session chose its shuffle partitions itself: the checker may
+# then fit them to the input (fit_partitions).
+AUTO_PARTITIONS = "spark.mqchaos.shufflePartitions.auto"
+# About this many history records per shuffle partition: a task's hash map
+# (identity, one entry per message) stays small enough to be quick.
+RECORDS_PER_PARTITION = 1_000_000
+
+JVM_OPTIONS = ("-XX:+UseParallelGC -XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
+               "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000")
+QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java") or "java"
+    return os.path.realpath(java)
+
+
+def cds_archive() -> Path:
+    """Where the class-data-sharing archive for this Java and pyspark lives
+    ($MQCHAOS_CDS_ARCHIVE, else a file named after both in ~/.cache/mqchaos)."""
+    if os.environ.get("MQCHAOS_CDS_ARCHIVE"):
+        return Path(os.environ["MQCHAOS_CDS_ARCHIVE"])
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    java = _java()
+    stamp = [pyspark.__version__, java, os.path.getmtime(java) if os.path.exists(java) else 0,
+             sorted((p.name, p.stat().st_size) for p in jars.glob("*.jar")) if jars.is_dir() else [],
+             JVM_OPTIONS]
+    key = hashlib.sha1(json.dumps(stamp, default=str).encode()).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mqchaos"
+    return cache / f"spark-{pyspark.__version__}-{key}.jsa"
+
+
+def _java_options() -> str:
+    opts = [JVM_OPTIONS]
+    if os.environ.get("MQCHAOS_CDS", "on") != "off":
+        archive = cds_archive()
+        if archive.is_file():
+            opts.append(f"-XX:SharedArchiveFile={archive} {QUIET_CDS}")
+    if os.environ.get("MQCHAOS_JAVA_OPTIONS"):
+        opts.append(os.environ["MQCHAOS_JAVA_OPTIONS"])
+    return " ".join(opts)
 
 
 def session(master: str | None = None, app: str = "mqchaos", *,
@@ -14,18 +78,117 @@ def session(master: str | None = None, app: str = "mqchaos", *,
     from pyspark.sql import SparkSession
 
     master = master or os.environ.get("MQCHAOS_SPARK_MASTER") or "local[*]"
-    parts = shuffle_partitions or int(os.environ.get("MQCHAOS_SHUFFLE_PARTITIONS", 0)) \
-        or max(4, 2 * (os.cpu_count() or 2))
+    explicit = shuffle_partitions or int(os.environ.get("MQCHAOS_SHUFFLE_PARTITIONS", 0))
+    parts = explicit or max(4, 2 * (os.cpu_count() or 2))
     b = (SparkSession.builder.master(master).appName(app)
          .config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", str(parts))
+         .config(AUTO_PARTITIONS, "false" if explicit else "true")
          .config("spark.sql.adaptive.enabled", "true")
+         # Coalesce small shuffle partitions only up to this (default 64 MB of
+         # compressed rows: a million messages in one task's hash map).
+         .config("spark.sql.adaptive.advisoryPartitionSizeInBytes", "16m")
+         .config("spark.sql.execution.combineAdjacentAggregation", "true")
+         # A per-row checksum of shuffled data (to detect retries that differ):
+         # 3 % of a check's time, for queries that are deterministic.
+         .config("spark.sql.shuffle.orderIndependentChecksum.enabled", "false")
          .config("spark.sql.session.timeZone", "UTC")
          .config("spark.driver.memory",
-                 driver_memory or os.environ.get("MQCHAOS_DRIVER_MEMORY", "4g")))
+                 driver_memory or os.environ.get("MQCHAOS_DRIVER_MEMORY", "4g"))
+         .config("spark.driver.extraJavaOptions", _java_options())
+         .config("spark.executor.extraJavaOptions", JVM_OPTIONS))
     if master.startswith("local"):
         b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def fit_partitions(spark, records: int) -> None:
+    """Shuffle partitions for an input of about `records` history records,
+    when the session chose them itself (set by `session`, else left alone)."""
+    if spark.conf.get(AUTO_PARTITIONS, "false") != "true":
+        return
+    cores = spark.sparkContext.defaultParallelism
+    parts = max(2 * cores, math.ceil(records / RECORDS_PER_PARTITION))
+    spark.conf.set("spark.sql.shuffle.partitions", str(parts))
+
+
+# -- the class-data-sharing archive ---------------------------------------------------------
+
+def build_cds(archive: Path | None = None, timeout: float = 900) -> Path:
+    """Build the archive: a child process checks a small synthetic history (JSONL
+    and Parquet) on a JVM that writes the classes it loaded when it exits."""
+    archive = Path(archive or cds_archive())
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    tmp = archive.with_name(archive.name + f".{os.getpid()}.tmp")
+    env = dict(os.environ, MQCHAOS_CDS="off",
+               MQCHAOS_JAVA_OPTIONS=f"-XX:ArchiveClassesAtExit={tmp} -Xlog:cds=off -Xlog:cds+dynamic=off")
+    try:
+        out = subprocess.run([sys.executable, "-m", "checkers.spark", "--exercise"], env=env,
+                             timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if out.returncode:
+            raise RuntimeError(f"the exercise failed (exit {out.returncode}): {out.stderr[-1500:]}")
+        if not tmp.is_file():
+            raise RuntimeError(f"the JVM wrote no archive ({tmp})")
+        os.replace(tmp, archive)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return archive
+
+
+def _exercise() -> None:
+    """What a check does, on a tiny history: the classes the archive should hold."""
+    from checkers.check import check_runs
+    from checkers.history import convert, open_runs
+
+    with tempfile.TemporaryDirectory() as d:
+        hist = Path(d, "run", "history")
+        hist.mkdir(parents=True)
+        produce, consume = [], []
+        for i in range(2000):
+            p = f"p{i % 4}"
+            outcome = "ok" if i % 10 else ("fail" if i % 20 else "info")
+            produce.append({"msg_id": f"{p}-{i}", "producer": p, "seq": i, "outcome": outcome,
+                            "t_invoke": i * 0.01, "t_complete": i * 0.01 + 0.005, "node": "n", "error": None})
+            if i % 50:
+                consume.append({"msg_id": f"{p}-{i}", "consumer": f"c{i % 2}", "t": i * 0.01 + 0.02,
+                                "redelivered": i % 97 == 0, "source": "q", "offset": None, "node": "n",
+                                "producer": p if i % 13 else None, "seq": i if i % 13 else None})
+        (hist / "produce-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in produce) + "{bad\n")
+        (hist / "consume-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in consume))
+        Path(d, "run", "run.json").write_text(json.dumps({"ordering": "monotonic"}))
+        spark = session(None, "mqchaos-cds")
+        runs, _ = open_runs([str(Path(d, "run"))], prefer_parquet=False)
+        check_runs(spark, runs)
+        convert(spark, str(Path(d, "run")))
+        runs, _ = open_runs([str(Path(d, "run"))])
+        check_runs(spark, runs, ordering="strict", threshold=0.0)
+    # The JVM writes the archive as it exits: end it (EOF on its stdin) and wait.
+    from pyspark import SparkContext
+
+    proc = SparkContext._gateway.proc
+    spark.stop()
+    proc.stdin.close()
+    proc.wait(timeout=600)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--exercise"]:
+        _exercise()
+    elif sys.argv[1:] == ["--build-cds"]:
+        print(f"class-data-sharing archive written: {build_cds()}")
+    elif sys.argv[1:] == ["--ensure-cds"]:
+        # make's targets call this: build once per Java/pyspark/options, never fail the caller
+        if cds_archive().is_file() or os.environ.get("MQCHAOS_CDS", "on") == "off":
+            sys.exit(0)
+        try:
+            print(f"class-data-sharing archive written (Spark starts faster): {build_cds()}")
+        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+            print(f"warning: no class-data-sharing archive ({e}); Spark starts slower", file=sys.stderr)
+    elif sys.argv[1:] == ["--cds-archive"]:
+        print(cds_archive())
+    else:
+        print("usage: python -m checkers.spark --build-cds | --ensure-cds | --cds-archive", file=sys.stderr)
+        sys.exit(2)

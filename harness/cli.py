@@ -47,6 +47,25 @@ def convert(run_dirs, master):
 
 
 @main.command()
+@click.argument("results", nargs=-1, required=True)
+@click.option("--master", default=None,
+              help="Spark master URL (default local[*]; under spark-submit, its --master).")
+@click.option("--out", default=None, help="Output directory (default results/analysis/<UTC timestamp>/).")
+@click.option("--ordering", type=click.Choice(["none", "fifo", "monotonic", "strict"]),
+              default=None, help="Ordering rule; default: each run's own (run.json).")
+@click.option("--unavailable-threshold", type=float, default=1.0, show_default=True,
+              help="Shortest unavailable interval counted, in seconds.")
+@click.option("--json-only", is_flag=True, help="Ignore Parquet copies; read the JSONL histories.")
+def analyze(results, master, out, ordering, unavailable_threshold, json_only):
+    """Analyze many runs (directories, globs, or directories with runs below) in one
+    Spark job: a Parquet table (one row per run) and a Markdown/HTML summary."""
+    from checkers.analyze import main as analyze_main
+
+    sys.exit(analyze_main(list(results), master=master, out=out, ordering=ordering,
+                          threshold=unavailable_threshold, prefer_parquet=not json_only))
+
+
+@main.command()
 @click.argument("scenario_files", nargs=-1, required=True)
 def validate(scenario_files):
     """Validate scenario files; every error names its field."""

@@ -97,3 +97,37 @@ def write_run(run_dir: Path, produce, consume, *, malformed_produce=(), malforme
                 text = text[:-len(part[-1]) // 2 - 1]  # a crash mid-line: no newline either
             (hist / f"{kind}-{i}.jsonl").write_text(text, encoding="utf-8")
     return Path(run_dir)
+
+
+def write_results_run(results: Path, scenario: str, started_at: str, produce, consume, *,
+                      broker: str = "rabbitmq", version: str = "3.10.8", status: str = "completed",
+                      held="absent", ordering: str = "none", error: str | None = None,
+                      history: bool = True, link_latest: bool = True, **write_kw) -> Path:
+    """A run directory as the harness's run loop leaves it (harness/runner.py):
+    results/<scenario>/<UTC timestamp>/ with run.json (scenario, broker, brokers,
+    started_at, status, ordering), the history, check.json with `prediction.held`
+    (held="absent": no prediction), and the `latest` links."""
+    stamp = started_at.replace(":", "-").replace("+00-00", "") + ".000Z"
+    run_dir = Path(results) / scenario / stamp
+    brokers = ({"rabbitmq": version, "erlang": "25.2.3"} if broker == "rabbitmq"
+               else {"kafka": f"kafka_2.13-{version}.jar"})
+    meta = {"scenario": scenario, "id": scenario.split("-")[0], "broker": broker, "seed": 0,
+            "ordering": ordering, "params": {"name": scenario}, "started_at": started_at,
+            "status": status, "phases": {}, "brokers": brokers}
+    if error:
+        meta["error"] = error
+    if history:
+        write_run(run_dir, produce, consume, meta=meta, **write_kw)
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "run.json").write_text(json.dumps(meta))
+    if held != "absent":
+        check = {"valid": None, "prediction": {"held": held, "reason": f"planted: {held}", "checks": []}}
+        (run_dir / "check.json").write_text(json.dumps(check))
+    if link_latest:
+        for link, target in ((run_dir.parent / "latest", stamp),
+                             (Path(results) / "latest", f"{scenario}/{stamp}")):
+            if link.is_symlink():
+                link.unlink()
+            link.symlink_to(target)
+    return run_dir

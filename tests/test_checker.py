@@ -241,3 +241,74 @@ def test_cli_writes_check_json_and_exit_codes(spark, tmp_path):
     r = runner.invoke(cli, ["check", "--ordering", "none", str(tmp_path)])
     assert r.exit_code == 2  # the run without produce log is an error
     assert "good" in r.output and "lossy" in r.output
+
+
+# -- the fast paths' exactness ------------------------------------------------------------------
+
+def test_producer_hash_collision_falls_back_to_names(spark, tmp_path, monkeypatch):
+    """id_conflicts compares producers by a 64-bit hash; after a collision the
+    checker recomputes them by name: both give the reference's answer."""
+    from checkers import analysis as A
+
+    produce = [{"msg_id": f"m{i % 5}", "producer": f"p{i % 3}", "seq": i, "outcome": "ok",
+                "t_invoke": i * 0.1, "t_complete": i * 0.1 + 0.05, "node": "n", "error": None}
+               for i in range(12)]
+    consume = [{"msg_id": "m1", "consumer": "c", "t": 5.0, "redelivered": False, "source": "q",
+                "offset": None, "node": "n", "producer": "p1", "seq": 1}]
+    d = synth.write_run(tmp_path / "c", produce, consume)
+    ref = reference.check(d)
+    assert ref["id_conflicts"] == 5
+    agree(run_checker(spark, [d])[str(d)], ref)
+    monkeypatch.setattr(A, "collisions_query", lambda p: (p.select("run").distinct(), lambda rows: {r.run for r in rows}))
+    agree(run_checker(spark, [d])[str(d)], ref)
+
+
+def test_samples_without_min_by_k(spark, tmp_path, monkeypatch):
+    """Spark < 4.2 has no min_by(..., k): the first ids then come from a sorted list."""
+    from checkers import analysis as A
+
+    monkeypatch.setattr(A, "_MIN_BY_K", False)
+    produce, consume, bad, _ = synth.build(random.Random(11), producers=3, per_producer=60, lost=25,
+                                           duplicated=22, unexpected=21, reordered=3, malformed=1)
+    d = synth.write_run(tmp_path / "s", produce, consume, malformed_produce=bad)
+    agree(run_checker(spark, [d], ordering="strict")[str(d)], reference.check(d, "strict"))
+
+
+@pytest.mark.parametrize("threshold", [0.25, 0.5, 1.0, 2.0])
+def test_unavailable_at_bucket_edges(spark, tmp_path, threshold):
+    """Successes and failures on bucket boundaries, ties between them, gaps of
+    exactly the threshold: the bucketed query and the sorted one (and the
+    reference) agree."""
+    from checkers import analysis as A
+    from checkers.history import load
+
+    rng = random.Random(int(threshold * 100))
+    produce = []
+    for i in range(400):
+        t = rng.choice([0.0, 0.25, 0.5, 1.0, 2.0]) * rng.randint(0, 40)
+        outcome = "ok" if rng.random() < (0.1 if 20 < t < 30 else 0.6) else rng.choice(["fail", "info"])
+        produce.append({"msg_id": f"m{i}", "producer": "p", "seq": i, "outcome": outcome,
+                        "t_invoke": max(0.0, t - rng.choice([0, 0.25, 1.0])), "t_complete": t,
+                        "node": "n", "error": None})
+    d = synth.write_run(tmp_path / "u", produce, [])
+    ref = reference.check(d, "none", threshold)
+    assert ref["unavailable"], "the history should have intervals"
+    assert run_checker(spark, [d], threshold=threshold)[str(d)]["unavailable"] == ref["unavailable"]
+    runs, _ = open_runs([str(d)])
+    sorted_q = A.run_queries([A._unavailable_sorted(load(spark, runs, "produce"), threshold)])[0]
+    assert sorted_q.get(0, []) == ref["unavailable"]
+
+
+def test_jsonl_and_parquet_runs_in_one_job(spark, tmp_path):
+    from checkers.history import convert
+
+    dirs = []
+    for i in range(2):
+        produce, consume, bad, _ = synth.build(random.Random(20 + i), per_producer=50, lost=i + 1,
+                                               duplicated=2, unexpected=1, malformed=1)
+        dirs.append(synth.write_run(tmp_path / f"r{i}", produce, consume, malformed_consume=bad))
+    convert(spark, str(dirs[0]))
+    res = run_checker(spark, dirs, ordering="monotonic")
+    assert res[str(dirs[0])]["source"] == "parquet" and res[str(dirs[1])]["source"] == "jsonl"
+    for d in dirs:
+        agree(res[str(d)], reference.check(d, "monotonic"))

@@ -1,0 +1,533 @@
+"""`mqchaos analyze`: one Spark job over many runs, a table and a summary.
+
+    mqchaos analyze results/ [--master URL] [--out DIR]
+    spark-submit --master spark://127.0.0.1:7077 checkers/analyze.py results/ --out DIR
+
+Every run's figures come from the checker itself (`checkers.check.check_runs`,
+all runs in one job): this module only aggregates them. What it writes into
+--out (default results/analysis/<UTC timestamp>/):
+
+  runs.parquet/        one row per run (RUN_SCHEMA)
+  by_version.parquet/  per scenario and broker version (the summary's first table)
+  by_day.parquet/      per scenario and run date (the trend)
+  summary.md, summary.html, summary.json, loss_rate.png, unavailable.png
+
+Definitions (docs/nightly.md):
+  runs                  runs checked: status `completed` (or no status: a run not
+                        written by the harness); `harness-error` runs are counted
+                        apart and never judged, `interrupted` / `running` ones
+                        (killed mid-run) are counted as incomplete
+  runs_with_loss        checked runs with lost > 0
+  lost_per_million      sum(lost) / sum(ok) * 1e6 over the group's checked runs
+  duplicated_per_million  sum(duplicated) / sum(ok) * 1e6 (per million confirmed, too)
+  unavailable p50/p99   of the runs' unavailable_s (each run's total), percentiles by
+                        linear interpolation between closest ranks: with the values
+                        sorted x[0..n-1], p at rank r = p*(n-1), x[floor r] + (r - floor r)
+                        * (x[floor r + 1] - x[floor r]) (Spark's `percentile`, numpy's default)
+  held / not_held / undecided / no_prediction
+                        check.json `prediction.held` true / false / null / absent
+"""
+from __future__ import annotations
+
+import base64
+import glob
+import html
+import json
+import os
+import re
+import sys
+import time
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+HARNESS_ERROR = "harness-error"
+INCOMPLETE = ("interrupted", "running")
+_GLOB = re.compile(r"[*?\[]")
+_STAMP = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2})-(\d{2})-(\d{2})")
+
+
+class AnalyzeError(Exception):
+    pass
+
+
+# -- finding runs ------------------------------------------------------------------------
+
+def _is_run(p: Path) -> bool:
+    return (p / "run.json").is_file() or (p / "history").is_dir()
+
+
+def _local(arg: str) -> str:
+    if arg.startswith("file://"):
+        return arg[len("file://"):]
+    if arg.startswith("file:"):
+        return arg[len("file:"):]
+    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", arg):
+        raise AnalyzeError(f"{arg}: only local paths (and file: URIs) are read: the run "
+                           "directories are listed and opened by Python (checkers.history.open_runs)")
+    return arg
+
+
+def find_runs(args: list[str]) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Run directories named by the arguments (runs, globs, or directories with runs
+    below them, at any depth). A run is a directory with run.json or history/.
+    `latest` links and overlapping arguments name a run once (by its real path)."""
+    runs: list[Path] = []
+    errors: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def add(p: Path) -> None:
+        real = os.path.realpath(p)
+        if real not in seen:
+            seen.add(real)
+            runs.append(Path(real))
+
+    for arg in args:
+        try:
+            local = _local(arg)
+        except AnalyzeError as e:
+            errors.append((arg, str(e)))
+            continue
+        pattern = not os.path.exists(local) and bool(_GLOB.search(local))
+        paths = sorted(glob.glob(local)) if pattern else [local]
+        found = 0
+        for path in paths:
+            p = Path(path)
+            if not p.exists():
+                errors.append((path, "no such run directory"))
+            elif not p.is_dir():
+                if not pattern:
+                    errors.append((path, "not a directory"))
+            elif _is_run(p):
+                add(p)
+                found += 1
+            else:
+                below = 0
+                # os.walk does not follow links: `latest` is not walked into (bounded walk).
+                for root, dirs, _files in os.walk(p):
+                    r = Path(root)
+                    if _is_run(r):
+                        add(r)
+                        below += 1
+                        dirs[:] = []  # nothing below a run is another run
+                        continue
+                    dirs.sort()
+                found += below
+                if not below and not pattern:
+                    errors.append((path, "no run directory (run.json or history/) in it or below it"))
+        if pattern and not found:
+            # What a pattern matched that is not a run (results/suites/...) is skipped,
+            # but a pattern that names no run at all is reported.
+            errors.append((arg, "the pattern matches no run directory"))
+    return runs, errors
+
+
+# -- what each run says about itself -----------------------------------------------------
+
+def _read_json(p: Path) -> tuple[dict | None, str | None]:
+    if not p.is_file():
+        return None, None
+    try:
+        d = json.loads(p.read_text())
+    except (ValueError, OSError) as e:
+        return None, f"{p.name} is not valid JSON: {e}"
+    return (d, None) if isinstance(d, dict) else (None, f"{p.name} is not a JSON object")
+
+
+def _started(meta: dict, run_dir: Path) -> datetime | None:
+    s = meta.get("started_at")
+    if isinstance(s, str):
+        try:
+            t = datetime.fromisoformat(s.replace("Z", "+00:00"))
+            return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+        except ValueError:
+            pass
+    m = _STAMP.search(run_dir.name)  # results/<scenario>/<UTC timestamp>/
+    if m:
+        return datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}:{m.group(3)}:{m.group(4)}+00:00")
+    return None
+
+
+def broker_version(meta: dict) -> str:
+    """The broker's own version from run.json `brokers` ({"rabbitmq": "3.10.8", "erlang": ...}
+    or {"kafka": "kafka_2.13-3.9.1.jar"} -> "3.9.1"), else "unknown"."""
+    brokers = meta.get("brokers") if isinstance(meta.get("brokers"), dict) else {}
+    broker = meta.get("broker")
+    v = brokers.get(broker) if broker else None
+    if v is None:
+        vals = [str(x) for k, x in sorted(brokers.items()) if k not in ("error", "erlang") and x]
+        v = vals[0] if vals else None
+    if v is None:
+        return "unknown"
+    v = str(v)
+    m = re.match(r"^kafka_[0-9.]+-(.+?)(\.jar)?$", v)
+    return m.group(1) if m else v
+
+
+def _prediction(check: dict | None) -> tuple[str, str | None]:
+    pred = (check or {}).get("prediction")
+    if not isinstance(pred, dict) or "held" not in pred:
+        return "none", None
+    return {True: "held", False: "not_held"}.get(pred["held"], "undecided"), pred.get("reason")
+
+
+# -- the per-run table ----------------------------------------------------------------------
+
+RUN_FIELDS = [  # (name, Spark type)
+    ("run_dir", "string"), ("scenario", "string"), ("scenario_id", "string"), ("broker", "string"),
+    ("broker_version", "string"), ("brokers", "string"), ("started_at", "timestamp"),
+    ("run_date", "date"), ("status", "string"), ("category", "string"), ("error", "string"),
+    ("source", "string"), ("ordering", "string"),
+    ("attempted", "bigint"), ("ok", "bigint"), ("fail", "bigint"), ("info", "bigint"),
+    ("delivered", "bigint"), ("lost", "bigint"), ("duplicated", "bigint"), ("unexpected", "bigint"),
+    ("recovered", "bigint"), ("ordering_violations", "bigint"), ("malformed_lines", "bigint"),
+    ("unavailable_s", "double"), ("unavailable_intervals", "int"), ("longest_unavailable_s", "double"),
+    ("valid", "boolean"), ("prediction", "string"), ("prediction_reason", "string"),
+]
+RUN_SCHEMA = ", ".join(f"{n} {t}" for n, t in RUN_FIELDS)
+FIGURES = ("attempted", "ok", "fail", "info", "delivered", "lost", "duplicated", "unexpected",
+           "recovered", "ordering_violations", "malformed_lines", "unavailable_s", "valid", "source",
+           "ordering")
+# category: checked | harness_error | incomplete | unreadable
+
+
+def _row(run_dir: Path, meta: dict, check: dict | None) -> dict:
+    started = _started(meta, run_dir)
+    status = meta.get("status") if isinstance(meta.get("status"), str) else None
+    category = ("harness_error" if status == HARNESS_ERROR else
+                "incomplete" if status in INCOMPLETE else "checked")
+    pred, reason = _prediction(check)
+    row = {n: None for n, _ in RUN_FIELDS}
+    row.update({
+        "run_dir": str(run_dir),
+        "scenario": str(meta.get("scenario") or run_dir.parent.name),
+        "scenario_id": meta.get("id"), "broker": meta.get("broker"),
+        "broker_version": broker_version(meta),
+        "brokers": json.dumps(meta.get("brokers"), sort_keys=True) if meta.get("brokers") else None,
+        "started_at": started, "run_date": started.date() if started else None,
+        "status": status, "category": category,
+        "error": meta.get("error") if category == "harness_error" else None,
+        "prediction": pred, "prediction_reason": reason,
+    })
+    return row
+
+
+def _with_result(row: dict, res: dict) -> dict:
+    for k in FIGURES:
+        row[k] = res.get(k)
+    iv = res.get("unavailable") or []
+    row["unavailable_intervals"] = len(iv)
+    row["longest_unavailable_s"] = round(max((z - a for a, z in iv), default=0.0), 3)
+    return row
+
+
+def collect(spark, args: list[str], *, ordering: str | None = None, threshold: float = 1.0,
+            prefer_parquet: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Rows of the per-run table (every run found, checked or not) and the
+    arguments that named no run. The checked runs go through check_runs in one job."""
+    from checkers.check import check_runs
+    from checkers.history import open_runs
+
+    dirs, arg_errors = find_runs(args)
+    rows: dict[str, dict] = {}
+    to_check: list[str] = []
+    for d in dirs:
+        meta, err = _read_json(d / "run.json")
+        check, _ = _read_json(d / "check.json")
+        row = _row(d, meta or {}, check)
+        rows[str(d)] = row
+        if err:
+            row["category"], row["error"] = "unreadable", err
+        elif row["category"] == "checked":
+            to_check.append(str(d))
+    runs, open_errors = open_runs(to_check, prefer_parquet=prefer_parquet)
+    for p, e in open_errors:
+        real = os.path.realpath(p)
+        if real in rows:
+            rows[real]["category"], rows[real]["error"] = "unreadable", e
+        else:
+            arg_errors.append((p, e))
+    if runs:  # one job for all of them, Parquet-read and JSONL-read runs alike
+        results = check_runs(spark, runs, ordering=ordering, threshold=threshold)
+        for run_dir, res in results.items():
+            _with_result(rows[os.path.realpath(run_dir)], res)
+    return list(rows.values()), arg_errors
+
+
+# -- aggregation (Spark) --------------------------------------------------------------------
+
+def _aggregates(F, dates: bool = True) -> list:
+    checked = F.col("category") == "checked"
+
+    def n(cond):
+        return F.sum(F.when(cond, 1).otherwise(0)).cast("int")
+
+    def s(c):
+        return F.sum(F.when(checked, F.col(c))).cast("bigint")
+
+    pct = F.expr("percentile(CASE WHEN category = 'checked' THEN unavailable_s END, array(0.5, 0.99))")
+    cols = [
+        n(checked).alias("runs"),
+        n(checked & (F.col("lost") > 0)).alias("runs_with_loss"),
+        n(checked & (F.col("valid") == F.lit(False))).alias("runs_invalid"),
+        s("attempted").alias("attempted"), s("ok").alias("confirmed"), s("lost").alias("lost"),
+        s("duplicated").alias("duplicated"), s("malformed_lines").alias("malformed_lines"),
+        # null, not an error, when nothing was confirmed (Spark 4 divides in ANSI mode)
+        (F.try_divide(s("lost"), s("ok")) * 1e6).alias("lost_per_million"),
+        (F.try_divide(s("duplicated"), s("ok")) * 1e6).alias("duplicated_per_million"),
+        pct[0].alias("unavailable_p50"), pct[1].alias("unavailable_p99"),
+        F.max(F.when(checked, F.col("unavailable_s"))).alias("unavailable_max"),
+        n(checked & (F.col("prediction") == "held")).alias("held"),
+        n(checked & (F.col("prediction") == "not_held")).alias("not_held"),
+        n(checked & (F.col("prediction") == "undecided")).alias("undecided"),
+        n(checked & (F.col("prediction") == "none")).alias("no_prediction"),
+        n(F.col("category") == "harness_error").alias("harness_errors"),
+        n(F.col("category") == "incomplete").alias("incomplete"),
+        n(F.col("category") == "unreadable").alias("unreadable"),
+    ]
+    if dates:
+        cols += [F.min("run_date").alias("first_date"), F.max("run_date").alias("last_date")]
+    return cols
+
+
+_CAST = {"double": float, "bigint": int, "int": int}
+
+
+def _typed(row: dict) -> dict:
+    return {n: (_CAST[t](row[n]) if t in _CAST and row[n] is not None else row[n]) for n, t in RUN_FIELDS}
+
+
+def aggregate(spark, rows: list[dict]):
+    """(runs, by_version, by_day) DataFrames."""
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame([_typed(r) for r in rows], RUN_SCHEMA)
+    by_version = (df.groupBy("scenario", "broker", "broker_version").agg(*_aggregates(F))
+                  .orderBy("scenario", "broker_version"))
+    by_day = (df.groupBy("scenario", "run_date")
+              .agg(F.concat_ws(", ", F.array_sort(F.collect_set("broker_version"))).alias("versions"),
+                   *_aggregates(F, dates=False))
+              .orderBy("scenario", "run_date"))
+    return df, by_version, by_day
+
+
+# -- the summary -----------------------------------------------------------------------------
+
+def _fmt(v, digits=1) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}" if abs(v) >= 0.05 or v == 0 else f"{v:.3g}"
+    if isinstance(v, (date, datetime)):
+        return v.isoformat()
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+VERSION_COLS = [("scenario", "scenario"), ("broker_version", "version"), ("runs", "runs"),
+                ("runs_with_loss", "with loss"), ("confirmed", "confirmed"),
+                ("lost_per_million", "lost / M confirmed"), ("duplicated_per_million", "dup / M confirmed"),
+                ("unavailable_p50", "unavail. s p50"), ("unavailable_p99", "p99"), ("unavailable_max", "max"),
+                ("held", "held"), ("not_held", "did not hold"), ("undecided", "undecided"),
+                ("no_prediction", "no prediction"), ("harness_errors", "harness errors"),
+                ("incomplete", "incomplete"), ("unreadable", "unreadable"),
+                ("malformed_lines", "malformed lines"), ("first_date", "first"), ("last_date", "last")]
+DAY_COLS = [("scenario", "scenario"), ("run_date", "date"), ("versions", "versions"), ("runs", "runs"),
+            ("runs_with_loss", "with loss"), ("lost_per_million", "lost / M confirmed"),
+            ("duplicated_per_million", "dup / M confirmed"), ("unavailable_p50", "unavail. s p50"),
+            ("unavailable_p99", "p99"), ("unavailable_max", "max"), ("held", "held"),
+            ("not_held", "did not hold"), ("undecided", "undecided"), ("harness_errors", "harness errors")]
+
+
+def _md_table(rows: list[dict], cols) -> list[str]:
+    out = ["| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(_fmt(r.get(k)).replace("|", "\\|") for k, _ in cols) + " |" for r in rows]
+    return out
+
+
+def _html_table(rows: list[dict], cols) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(k)))}</td>" for k, _ in cols) + "</tr>"
+                   for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def plots(by_day: list[dict], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    series: dict[str, list[dict]] = {}
+    for r in by_day:
+        if r["run_date"] is not None and r["runs"]:
+            series.setdefault(r["scenario"], []).append(r)
+    files = []
+    specs = [("loss_rate.png", "messages lost per million confirmed",
+              [("lost_per_million", "-", "o", "")]),
+             ("unavailable.png", "unavailable seconds per run",
+              [("unavailable_p50", "-", "o", " p50"), ("unavailable_max", ":", "^", " max")])]
+    for name, ylabel, lines in specs:
+        fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
+        for i, (sc, rs) in enumerate(sorted(series.items())):
+            color = f"C{i % 10}"
+            for key, style, marker, suffix in lines:
+                pts = [(r["run_date"], r[key]) for r in rs if r[key] is not None]
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle=style, marker=marker,
+                            color=color, label=sc + suffix)
+        if name == "loss_rate.png":  # 0 .. 10^6 per million: log above 1, 0 still shown
+            ax.set_yscale("symlog", linthresh=1)
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel("run date (UTC)")
+        ax.set_title(ylabel + ", per scenario and day")
+        days = sorted({r["run_date"] for rs in series.values() for r in rs})
+        if days:
+            span = (days[-1] - days[0]).days
+            ax.xaxis.set_major_locator(mdates.DayLocator(interval=max(1, span // 10 + 1)))
+            if span == 0:
+                ax.set_xlim(days[0] - timedelta(days=1), days[0] + timedelta(days=1))
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
+        ax.grid(True, alpha=0.3)
+        if series:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+        fig.autofmt_xdate()
+        fig.tight_layout()
+        fig.savefig(out / name)
+        plt.close(fig)
+        files.append(out / name)
+    return files
+
+
+def write_summary(out: Path, runs: list[dict], by_version: list[dict], by_day: list[dict],
+                  errors: list[tuple[str, str]], meta: dict) -> None:
+    pngs = plots(by_day, out)
+    unreadable = [(r["run_dir"], r["error"]) for r in runs if r["category"] == "unreadable"]
+    harness = [(r["run_dir"], r["error"] or "") for r in runs if r["category"] == "harness_error"]
+    problems = errors + unreadable
+    title = "mqchaos analyze"
+    intro = (f"{meta['runs_found']} run(s) found, {meta['runs_checked']} checked in one Spark job "
+             f"({meta['master']}, {meta['seconds']} s), {meta['harness_errors']} harness error(s), "
+             f"{meta['incomplete']} incomplete, {len(problems)} error(s); generated {meta['generated_at']}.")
+    notes = ("Figures per scenario and broker version over the checked runs. Lost and duplicated are per "
+             "million confirmed messages (pooled over the runs); unavailable seconds are each run's total, "
+             "p50 / p99 by linear interpolation. Verdicts are each run's check.json `prediction.held`. "
+             "Harness errors are never judged.")
+    md = [f"# {title}", "", intro, "", notes, "", "## Per scenario and broker version", ""]
+    md += _md_table(by_version, VERSION_COLS)
+    md += ["", "## Trend (per scenario and run date)", ""] + _md_table(by_day, DAY_COLS)
+    md += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in pngs]
+    if problems:
+        md += ["", "## Errors (not analyzed)", ""] + [f"- `{p}`: {e}" for p, e in problems]
+    if harness:
+        md += ["", "## Harness errors (not judged)", ""] + [f"- `{p}`: {e}" for p, e in harness]
+    md += ["", f"Per-run table: `{out / 'runs.parquet'}`", ""]
+    (out / "summary.md").write_text("\n".join(md))
+
+    imgs = "".join(
+        f'<figure><img alt="{p.stem}" src="data:image/png;base64,'
+        f'{base64.b64encode(p.read_bytes()).decode()}"></figure>' for p in pngs)
+
+    def ul(items):
+        return "<ul>" + "".join(f"<li><code>{html.escape(p)}</code>: {html.escape(e)}</li>"
+                                for p, e in items) + "</ul>"
+
+    page = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>mqchaos analyze</title><style>",
+        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}",
+        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:first-child{text-align:left}",
+        "th{background:#eee}img{max-width:100%}</style></head><body>",
+        f"<h1>{title}</h1><p>{html.escape(intro)}</p><p>{html.escape(notes)}</p>",
+        "<h2>Per scenario and broker version</h2>", _html_table(by_version, VERSION_COLS),
+        "<h2>Trend (per scenario and run date)</h2>", _html_table(by_day, DAY_COLS),
+        "<h2>Plots</h2>", imgs,
+    ]
+    if problems:
+        page += ["<h2>Errors (not analyzed)</h2>", ul(problems)]
+    if harness:
+        page += ["<h2>Harness errors (not judged)</h2>", ul(harness)]
+    page += ["</body></html>"]
+    (out / "summary.html").write_text("\n".join(page))
+
+    def plain(rows):
+        return [{k: (v.isoformat() if isinstance(v, (date, datetime)) else v) for k, v in r.items()}
+                for r in rows]
+
+    (out / "summary.json").write_text(json.dumps(
+        {**meta, "by_version": plain(by_version), "by_day": plain(by_day),
+         "errors": [{"path": p, "error": e} for p, e in problems],
+         "harness_error_runs": [{"path": p, "error": e} for p, e in harness]}, indent=1) + "\n")
+
+
+# -- entry points -------------------------------------------------------------------------------
+
+def default_out() -> Path:
+    return Path("results/analysis") / datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
+
+
+def analyze(spark, args: list[str], out: Path, *, ordering: str | None = None, threshold: float = 1.0,
+            prefer_parquet: bool = True) -> dict:
+    """The whole job on a given session; returns summary.json's content."""
+    t0 = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    rows, errors = collect(spark, args, ordering=ordering, threshold=threshold,
+                           prefer_parquet=prefer_parquet)
+    if not rows:
+        raise AnalyzeError("no run directory found: " + "; ".join(f"{p}: {e}" for p, e in errors))
+    df, by_version, by_day = aggregate(spark, rows)
+    df.coalesce(1).write.mode("overwrite").parquet(str(out / "runs.parquet"))
+    by_version.coalesce(1).write.mode("overwrite").parquet(str(out / "by_version.parquet"))
+    by_day.coalesce(1).write.mode("overwrite").parquet(str(out / "by_day.parquet"))
+    bv = [r.asDict() for r in by_version.collect()]
+    bd = [r.asDict() for r in by_day.collect()]
+    cat = [r["category"] for r in rows]
+    meta = {"generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "inputs": list(args), "out": str(out), "master": spark.sparkContext.master,
+            "runs_found": len(rows), "runs_checked": cat.count("checked"),
+            "harness_errors": cat.count("harness_error"), "incomplete": cat.count("incomplete"),
+            "unreadable": cat.count("unreadable"), "seconds": round(time.monotonic() - t0, 1)}
+    write_summary(out, rows, bv, bd, errors, meta)
+    return json.loads((out / "summary.json").read_text())
+
+
+def _submitted_master() -> str | None:
+    """The master spark-submit was given, when this process runs under it (the
+    session builder would otherwise override it with local[*])."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return SparkConf().get("spark.master", None)
+
+
+def main(args: list[str], *, master: str | None = None, out: str | None = None,
+         ordering: str | None = None, threshold: float = 1.0, prefer_parquet: bool = True,
+         stdout=None) -> int:
+    """Exit 0: summary written (runs that could not be read are listed in it);
+    2: nothing could be analyzed."""
+    stdout = stdout or sys.stdout
+    from checkers.history import HistoryError
+    from checkers.spark import session
+
+    out_dir = Path(out) if out else default_out()
+    spark = session(master or _submitted_master(), "mqchaos-analyze")
+    try:
+        summary = analyze(spark, args, out_dir, ordering=ordering, threshold=threshold,
+                          prefer_parquet=prefer_parquet)
+    except (AnalyzeError, HistoryError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for e in summary["errors"]:
+        print(f"error: {e['path']}: {e['error']}", file=sys.stderr)
+    print((out_dir / "summary.md").read_text().split("\n## Trend")[0], file=stdout)
+    print(f"analyzed {summary['runs_checked']} of {summary['runs_found']} run(s) in "
+          f"{summary['seconds']} s on {summary['master']}: {out_dir}/summary.html", file=stdout)
+    return 0 if summary["runs_checked"] else 2
+
+
+if __name__ == "__main__":  # spark-submit checkers/analyze.py RESULTS... [--out DIR]
+    from harness.cli import main as cli
+
+    cli(["analyze", *sys.argv[1:]])
