@@ -50,7 +50,8 @@ def cds_archive() -> Path:
 
     jars = Path(pyspark.__file__).parent / "jars"
     java = _java()
-    stamp = [pyspark.__version__, java, os.path.getmtime(java) if os.path.exists(java) else 0,
+    # The JVM refuses an archive whose class path moved: the jars' directory is part of the key.
+    stamp = [pyspark.__version__, str(jars.resolve()), java, os.path.getmtime(java) if os.path.exists(java) else 0,
              sorted((p.name, p.stat().st_size) for p in jars.glob("*.jar")) if jars.is_dir() else [],
              JVM_OPTIONS]
     key = hashlib.sha1(json.dumps(stamp, default=str).encode()).hexdigest()[:12]
