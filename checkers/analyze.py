@@ -29,6 +29,8 @@ Definitions (docs/nightly.md):
 """
 from __future__ import annotations
 
+import math
+
 import base64
 import glob
 import html
@@ -368,32 +370,45 @@ def plots(by_day: list[dict], out: Path) -> list[Path]:
               [("lost_per_million", "-", "o", "")]),
              ("unavailable.png", "unavailable seconds per run",
               [("unavailable_p50", "-", "o", " p50"), ("unavailable_max", ":", "^", " max")])]
+    # Small multiples, one panel per scenario: a catalogue has 30+ of them,
+    # too many lines (and legend entries) for one shared axis.
+    names = sorted(series) or ["(no runs)"]
+    cols = min(4, len(names))
+    nrows = math.ceil(len(names) / cols)
+    days = sorted({r["run_date"] for rs in series.values() for r in rs})
     for name, ylabel, lines in specs:
-        fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
-        for i, (sc, rs) in enumerate(sorted(series.items())):
-            color = f"C{i % 10}"
+        fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 2.1 * nrows + 0.9), dpi=100,
+                                 sharex=True, squeeze=False)
+        for ax in axes.flat[len(names):]:
+            ax.set_visible(False)
+        for ax, sc in zip(axes.flat, names):
             for key, style, marker, suffix in lines:
-                pts = [(r["run_date"], r[key]) for r in rs if r[key] is not None]
+                pts = [(r["run_date"], r[key]) for r in series.get(sc, []) if r[key] is not None]
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle=style, marker=marker,
-                            color=color, label=sc + suffix)
-        if name == "loss_rate.png":  # 0 .. 10^6 per million: log above 1, 0 still shown
-            ax.set_yscale("symlog", linthresh=1)
-        ax.set_ylabel(ylabel)
-        ax.set_xlabel("run date (UTC)")
-        ax.set_title(ylabel + ", per scenario and day")
-        days = sorted({r["run_date"] for rs in series.values() for r in rs})
+                            markersize=4, color="C0" if not suffix or suffix == " p50" else "C3",
+                            label=suffix.strip() or None)
+            if name == "loss_rate.png":  # 0 .. 10^6 per million: log above 1, 0 still shown
+                ax.set_yscale("symlog", linthresh=1)
+                ax.set_ylim(-0.5, 2e6)
+            else:
+                ax.set_ylim(bottom=0)
+            ax.set_title(sc, fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.grid(True, alpha=0.3)
         if days:
             span = (days[-1] - days[0]).days
-            ax.xaxis.set_major_locator(mdates.DayLocator(interval=max(1, span // 10 + 1)))
+            locator = mdates.DayLocator(interval=max(1, span // 4 + 1))
+            for ax in axes.flat:
+                ax.xaxis.set_major_locator(locator)
+                ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d"))
             if span == 0:
-                ax.set_xlim(days[0] - timedelta(days=1), days[0] + timedelta(days=1))
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
-        ax.grid(True, alpha=0.3)
-        if series:
-            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-        fig.autofmt_xdate()
-        fig.tight_layout()
+                axes.flat[0].set_xlim(days[0] - timedelta(days=1), days[0] + timedelta(days=1))
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        if labels:
+            fig.legend(handles, labels, loc="upper right", fontsize=8)
+        fig.suptitle(f"{ylabel}, per scenario and run date (UTC)", fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 0.97))
         fig.savefig(out / name)
         plt.close(fig)
         files.append(out / name)
