@@ -64,8 +64,8 @@ def _local(arg: str) -> str:
     if arg.startswith("file:"):
         return arg[len("file:"):]
     if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", arg):
-        raise AnalyzeError(f"{arg}: only local paths (and file: URIs) are read: the run "
-                           "directories are listed and opened by Python (checkers.history.open_runs)")
+        raise AnalyzeError(f"{arg}: only local paths (and file: URIs) are found here; other "
+                           "URIs are listed by Spark (checkers.listing, through collect)")
     return arg
 
 
@@ -135,7 +135,7 @@ def _read_json(p: Path) -> tuple[dict | None, str | None]:
     return (d, None) if isinstance(d, dict) else (None, f"{p.name} is not a JSON object")
 
 
-def _started(meta: dict, run_dir: Path) -> datetime | None:
+def _started(meta: dict, run_dir: str) -> datetime | None:
     s = meta.get("started_at")
     if isinstance(s, str):
         try:
@@ -143,7 +143,7 @@ def _started(meta: dict, run_dir: Path) -> datetime | None:
             return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
         except ValueError:
             pass
-    m = _STAMP.search(run_dir.name)  # results/<scenario>/<UTC timestamp>/
+    m = _STAMP.search(run_dir.rstrip("/").rsplit("/", 1)[-1])  # results/<scenario>/<UTC timestamp>/
     if m:
         return datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}:{m.group(3)}:{m.group(4)}+00:00")
     return None
@@ -192,7 +192,8 @@ FIGURES = ("attempted", "ok", "fail", "info", "delivered", "lost", "duplicated",
 # category: checked | harness_error | incomplete | unreadable
 
 
-def _row(run_dir: Path, meta: dict, check: dict | None) -> dict:
+def _row(run_dir: str, meta: dict, check: dict | None) -> dict:
+    """run_dir: a local path or a URI (s3a://bucket/results/R1/<ts>)."""
     started = _started(meta, run_dir)
     status = meta.get("status") if isinstance(meta.get("status"), str) else None
     category = ("harness_error" if status == HARNESS_ERROR else
@@ -201,7 +202,7 @@ def _row(run_dir: Path, meta: dict, check: dict | None) -> dict:
     row = {n: None for n, _ in RUN_FIELDS}
     row.update({
         "run_dir": str(run_dir),
-        "scenario": str(meta.get("scenario") or run_dir.parent.name),
+        "scenario": str(meta.get("scenario") or run_dir.rstrip("/").rsplit("/", 2)[-2]),
         "scenario_id": meta.get("id"), "broker": meta.get("broker"),
         "broker_version": broker_version(meta),
         "brokers": json.dumps(meta.get("brokers"), sort_keys=True) if meta.get("brokers") else None,
@@ -223,35 +224,64 @@ def _with_result(row: dict, res: dict) -> dict:
 
 
 def collect(spark, args: list[str], *, ordering: str | None = None, threshold: float = 1.0,
-            prefer_parquet: bool = True) -> tuple[list[dict], list[tuple[str, str]]]:
+            prefer_parquet: bool = True, list_with_spark: bool = False
+            ) -> tuple[list[dict], list[tuple[str, str]]]:
     """Rows of the per-run table (every run found, checked or not) and the
-    arguments that named no run. The checked runs go through check_runs in one job."""
+    arguments that named no run. The checked runs go through check_runs in one job.
+
+    Local paths (and file: URIs) are found by Python; other URIs (hdfs://,
+    s3a://...) are listed by Spark (checkers.listing), as are file: URIs with
+    `list_with_spark` (how that path is tested here)."""
+    from checkers import listing
     from checkers.check import check_runs
     from checkers.history import open_runs
 
-    dirs, arg_errors = find_runs(args)
+    def spark_listed(a: str) -> bool:
+        return listing.is_uri(a) and (list_with_spark or not a.startswith("file:"))
+
+    dirs, arg_errors = find_runs([a for a in args if not spark_listed(a)])
     rows: dict[str, dict] = {}
     to_check: list[str] = []
     for d in dirs:
         meta, err = _read_json(d / "run.json")
         check, _ = _read_json(d / "check.json")
-        row = _row(d, meta or {}, check)
+        row = _row(str(d), meta or {}, check)
         rows[str(d)] = row
         if err:
             row["category"], row["error"] = "unreadable", err
         elif row["category"] == "checked":
             to_check.append(str(d))
     runs, open_errors = open_runs(to_check, prefer_parquet=prefer_parquet)
-    for p, e in open_errors:
-        real = os.path.realpath(p)
-        if real in rows:
-            rows[real]["category"], rows[real]["error"] = "unreadable", e
+    listed, key_of = [], {}
+    for a in args:
+        if not spark_listed(a):
+            continue
+        found, errors = listing.find(spark, a)
+        arg_errors += errors
+        for r in found:
+            # once per run: a file: run also named by a local path is the same run
+            key = os.path.realpath(r.dir[len("file:"):]) if r.dir.startswith("file:") else r.dir
+            if key in rows:
+                continue
+            key_of[r.dir] = key
+            row = rows[key] = _row(r.dir, r.meta or {}, r.check)
+            if r.meta_error:
+                row["category"], row["error"] = "unreadable", r.meta_error
+            elif row["category"] == "checked":
+                listed.append(r)
+    more, more_errors = listing.open_listed(spark, listed, prefer_parquet=prefer_parquet)
+    runs += more
+    for p, e in open_errors + more_errors:
+        key = key_of.get(p) or (p if p in rows else os.path.realpath(p))
+        if key in rows:
+            rows[key]["category"], rows[key]["error"] = "unreadable", e
         else:
             arg_errors.append((p, e))
+    by_dir = {r["run_dir"]: r for r in rows.values()}
     if runs:  # one job for all of them, Parquet-read and JSONL-read runs alike
         results = check_runs(spark, runs, ordering=ordering, threshold=threshold)
         for run_dir, res in results.items():
-            _with_result(rows[os.path.realpath(run_dir)], res)
+            _with_result(by_dir.get(run_dir) or rows[os.path.realpath(run_dir)], res)
     return list(rows.values()), arg_errors
 
 
@@ -482,12 +512,12 @@ def default_out() -> Path:
 
 
 def analyze(spark, args: list[str], out: Path, *, ordering: str | None = None, threshold: float = 1.0,
-            prefer_parquet: bool = True) -> dict:
+            prefer_parquet: bool = True, list_with_spark: bool = False) -> dict:
     """The whole job on a given session; returns summary.json's content."""
     t0 = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     rows, errors = collect(spark, args, ordering=ordering, threshold=threshold,
-                           prefer_parquet=prefer_parquet)
+                           prefer_parquet=prefer_parquet, list_with_spark=list_with_spark)
     if not rows:
         raise AnalyzeError("no run directory found: " + "; ".join(f"{p}: {e}" for p, e in errors))
     df, by_version, by_day = aggregate(spark, rows)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ class Run:
     consume: list[str]
     meta: dict = field(default_factory=dict)        # run.json
     parquet_malformed: dict | None = None           # set when the Parquet copy is read
+    records: int | None = None                      # an estimate, when the lister knows the sizes
 
     def files(self, kind: str) -> list[str]:
         return self.produce if kind == "produce" else self.consume
@@ -134,8 +136,15 @@ def _run_column(df: DataFrame, runs: list[Run]):
     if len(runs) == 1:
         return F.lit(0)
     by_dir = {r.dir: i for i, r in enumerate(runs)}
+    # Runs listed by Spark (checkers.listing) are named by URI, in Spark's spelling.
+    by_uri = {_respell(r.dir): i for i, r in enumerate(runs)}
     by_file: dict[str, int] = {}
     for uri in df.inputFiles():
+        run_uri = _respell(uri.rsplit("/history/", 1)[0])
+        if run_uri in by_uri:
+            for spelling in {uri, _respell(uri)}:
+                by_file[spelling] = by_uri[run_uri]
+            continue
         path = urllib.parse.unquote(urllib.parse.urlparse(uri).path)
         run_dir = path.rsplit("/history/", 1)[0]
         if run_dir in by_dir:
@@ -149,6 +158,10 @@ def _run_column(df: DataFrame, runs: list[Run]):
 
     path = F.col("_metadata.file_path")
     return F.coalesce(lookup(by_file, path), lookup(by_dir, _run_key(path)))
+
+
+def _respell(uri: str) -> str:
+    return re.sub(r"^file:///", "file:/", uri)
 
 
 def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
@@ -190,6 +203,9 @@ def records_estimate(runs: list[Run]) -> int:
 
     n = 0
     for run in runs:
+        if run.records is not None:
+            n += run.records
+            continue
         for f in run.produce + run.consume:
             if run.parquet_malformed is None:
                 n += os.path.getsize(f) // JSONL_BYTES_PER_RECORD

@@ -262,6 +262,36 @@ def test_per_run_table_and_bad_input(tree, analysis):
     assert pq.read_table(out / "by_version.parquet").num_rows == len(summary["by_version"]) == 6
 
 
+def test_uri_listed_by_spark_gives_the_same_table(tree, analysis, spark, tmp_path):
+    """A URI is listed and read by Spark (checkers.listing: what hdfs:// or s3a://
+    go through). Forced on file: URIs here: the same runs, categories and
+    figures as the local route, `latest` links not counted twice; a URI whose
+    file system Spark lacks is an error for that argument, not a crash."""
+    from checkers import listing
+
+    root, expected = tree
+    _, local = analysis
+    out = tmp_path / "uri"
+    summary = analyze(spark, ["file://" + str(root), "file:" + str(root / "Q1-quorum" / "latest"),
+                              "s3a://mqchaos-no-such-bucket/results"], out, list_with_spark=True)
+    assert summary["runs_found"] == len(expected)
+    for mine, theirs in zip(summary["by_version"] + summary["by_day"], local["by_version"] + local["by_day"]):
+        assert mine == theirs, {k: (v, theirs.get(k)) for k, v in mine.items() if theirs.get(k) != v}
+    assert len(summary["by_version"]) == len(local["by_version"]) and len(summary["by_day"]) == len(local["by_day"])
+    t = {r["run_dir"]: r for r in pq.read_table(out / "runs.parquet").to_pylist()}
+    for e in expected:
+        r = t["file:" + os.path.realpath(e["dir"])]
+        assert r["category"] == e["category"]
+        if e["category"] == "checked":
+            assert (r["lost"], r["duplicated"], r["ok"], r["malformed_lines"]) == \
+                (e["lost"], e["duplicated"], e["ok"], e["malformed"])
+            assert r["source"] == ("parquet" if e["scenario"] in CONVERTED else "jsonl")
+    errors = {e["path"]: e["error"] for e in summary["errors"]}
+    assert "Spark could not list it" in errors["s3a://mqchaos-no-such-bucket/results"]
+    assert any("no history/produce" in e for e in errors.values())
+    assert listing.is_uri("hdfs://nn:8020/results") and not listing.is_uri("results/R1")
+
+
 def test_cli(tree, tmp_path):
     root, _ = tree
     out = tmp_path / "cli"
