@@ -67,6 +67,26 @@ def assert_whole(rabbit) -> None:
         pytest.fail(f"RabbitMQ not whole after the heal: {brief}; partitions {rabbit.partitions()}")
 
 
+def heal_or_recover(cluster, nem) -> dict | None:
+    """Heal; when the cluster does not become whole by itself, restart the nodes
+    that do not serve, as the run loop does (harness/runner.py), and return that
+    as a finding. RabbitMQ 3.10.8 sometimes leaves a node paused by
+    pause_minority stopped after the heal (its management agent crashes in
+    rabbit_net:dist_info/4; docs/findings.md, R10/R11): a broker fault, not the
+    nemesis's. The nemesis's part (its rules gone) is still asserted by the caller."""
+    try:
+        nem.heal()
+        return None
+    except TimeoutError as e:
+        stuck = [n for n in cluster.nodes() if not cluster.running(n) or not cluster._app_running_http(n)]
+        for n in stuck:
+            if cluster.running(n):
+                cluster.stop(n)
+            cluster.start(n)
+        nem.wait_whole(180)
+        return {"finding": "did_not_self_heal", "reason": str(e), "restarted": stuck}
+
+
 def elapsed_until(cond, timeout: float, msg: str, interval: float = 0.5) -> float:
     t0 = time.monotonic()
     wait_until(cond, timeout, msg, interval)
@@ -154,10 +174,11 @@ class TestRabbit:
             master_after = wait_until(lambda: rabbit.queue_master("nemesis-q", node="rabbit1") != "rabbit2"
                                       and rabbit.queue_master("nemesis-q", node="rabbit1"), 30, "promotion")
             t1 = time.monotonic()
-            nem.heal()
+            recovered = heal_or_recover(rabbit, nem)
             t_heal = round(time.monotonic() - t1, 1)
         record("rabbitmq_pause_minority", {"majority_saw_down_s": t_down, "minority_paused_s": t_paused,
                                            "heal_until_whole_s": t_heal, "findings": nem.findings,
+                                           "operator_recovery": recovered,
                                            "master_before": "rabbit2",
                                            "master_during_partition": master_after})
         assert_clean(rabbit)
@@ -229,9 +250,9 @@ class TestRabbitIgnore:
         with Nemesis(c, tmp_path, handle_signals=False) as nem:
             f = nem.apply("partition", {"isolate": "rabbit3"})
 
+            # rabbitmqctl, not the management API: its agent can hang while a peer is cut
             def rabbit1_sees_rabbit3_down() -> bool:
-                return any(n["name"] == "rabbit@rabbit3" and not n.get("running")
-                           for n in c.nodes_view("rabbit1"))
+                return "rabbit3" not in c.running_nodes_seen_by("rabbit1")
             t_down = elapsed_until(rabbit1_sees_rabbit3_down, 60, "rabbit1 to see rabbit3 down")
             nem.end(f)
             t_entries = elapsed_until(lambda: any(c.partitions().values()), 60, "partition entries")
