@@ -140,16 +140,13 @@ def _run_column(df: DataFrame, runs: list[Run]):
     by_uri = {_respell(r.dir): i for i, r in enumerate(runs)}
     by_file: dict[str, int] = {}
     for uri in df.inputFiles():
-        run_uri = _respell(uri.rsplit("/history/", 1)[0])
-        if run_uri in by_uri:
+        run = by_uri.get(_respell(uri.rsplit("/history/", 1)[0]))
+        if run is None:
+            path = urllib.parse.unquote(urllib.parse.urlparse(uri).path)
+            run = by_dir.get(path.rsplit("/history/", 1)[0])
+        if run is not None:
             for spelling in {uri, _respell(uri)}:
-                by_file[spelling] = by_uri[run_uri]
-            continue
-        path = urllib.parse.unquote(urllib.parse.urlparse(uri).path)
-        run_dir = path.rsplit("/history/", 1)[0]
-        if run_dir in by_dir:
-            for spelling in {uri, uri.replace("file:///", "file:/", 1)}:
-                by_file[spelling] = by_dir[run_dir]
+                by_file[spelling] = run
 
     def lookup(mapping: dict, key):
         if not mapping:
@@ -194,6 +191,7 @@ def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
 
 
 JSONL_BYTES_PER_RECORD = 150
+PARQUET_BYTES_PER_RECORD = 20  # when a footer cannot be read
 
 
 def records_estimate(runs: list[Run]) -> int:
@@ -214,7 +212,7 @@ def records_estimate(runs: list[Run]) -> int:
                 try:
                     n += pq.ParquetFile(part).metadata.num_rows
                 except (OSError, ValueError):
-                    n += part.stat().st_size // 20
+                    n += part.stat().st_size // PARQUET_BYTES_PER_RECORD
     return n
 
 

@@ -19,10 +19,9 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from checkers.history import JSONL_BYTES_PER_RECORD, META, PARQUET_DIR, Run
+from checkers.history import JSONL_BYTES_PER_RECORD, META, PARQUET_BYTES_PER_RECORD, PARQUET_DIR, Run, _respell
 
 SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
-PARQUET_BYTES_PER_RECORD = 20
 
 
 def is_uri(arg: str) -> bool:
@@ -54,7 +53,7 @@ def _split(path: str) -> tuple[str, str] | None:
 
 
 def _segments(uri: str) -> list[str]:
-    return re.sub(r"^file:///", "file:/", uri.rstrip("/")).split("/")
+    return _respell(uri.rstrip("/")).split("/")
 
 
 def find(spark, uri: str) -> tuple[list[Listed], list[tuple[str, str]]]:

@@ -226,18 +226,9 @@ class Run:
 
     def _operator_recovery(self, why: str) -> dict:
         log(f"the cluster did not recover by itself ({why}); restarting the nodes that do not serve")
-        c = self.cluster
-        if self.sc.broker == "rabbitmq":
-            stuck = [n for n in c.nodes() if not c.running(n) or not c._app_running_http(n)]
-        else:
-            registered = set(c.registered_brokers())
-            stuck = [n for n in c.brokers() if n not in registered]
         t0 = self.clock.now()
-        for n in stuck:
-            if c.running(n):
-                c.stop(n)
-            c.start(n)
-        self.nemesis.wait_whole(self.sc.timing.heal_timeout)  # still not whole: a harness error
+        # still not whole afterwards: a harness error
+        stuck = self.nemesis.restart_stuck(self.sc.timing.heal_timeout)
         return {"reason": why, "restarted": stuck, "t": round(t0, 2),
                 "seconds": round(self.clock.now() - t0, 1)}
 

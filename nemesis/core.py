@@ -302,6 +302,24 @@ class Nemesis:
                 self.settle = settle
             log(f"healed; cluster whole after {time.monotonic() - t0:.1f}s")
 
+    def restart_stuck(self, timeout: float | None = None) -> list[str]:
+        """What an operator does when the cluster does not recover by itself after
+        the heal: restart the nodes that do not serve (RabbitMQ: not running or
+        its app down; Kafka: a broker not registered), then wait until whole
+        (TimeoutError if still not). Returns the nodes restarted."""
+        c = self.cluster
+        if c.kind == "rabbitmq":
+            stuck = [n for n in c.nodes() if not c.running(n) or not c._app_running_http(n)]
+        else:
+            registered = set(c.registered_brokers())
+            stuck = [n for n in c.brokers() if n not in registered]
+        for n in stuck:
+            if c.running(n):
+                c.stop(n)
+            c.start(n)
+        self.wait_whole(timeout)
+        return stuck
+
     def wait_whole(self, timeout: float | None = None) -> None:
         timeout = timeout or self.heal_timeout
         if self.cluster.kind == "rabbitmq":

@@ -67,9 +67,9 @@ def assert_whole(rabbit) -> None:
         pytest.fail(f"RabbitMQ not whole after the heal: {brief}; partitions {rabbit.partitions()}")
 
 
-def heal_or_recover(cluster, nem) -> dict | None:
+def heal_or_recover(nem) -> dict | None:
     """Heal; when the cluster does not become whole by itself, restart the nodes
-    that do not serve, as the run loop does (harness/runner.py), and return that
+    that do not serve, as the run loop does (Nemesis.restart_stuck), and return that
     as a finding. RabbitMQ 3.10.8 sometimes leaves a node paused by
     pause_minority stopped after the heal (its management agent crashes in
     rabbit_net:dist_info/4; docs/findings.md, R10/R11): a broker fault, not the
@@ -78,13 +78,7 @@ def heal_or_recover(cluster, nem) -> dict | None:
         nem.heal()
         return None
     except TimeoutError as e:
-        stuck = [n for n in cluster.nodes() if not cluster.running(n) or not cluster._app_running_http(n)]
-        for n in stuck:
-            if cluster.running(n):
-                cluster.stop(n)
-            cluster.start(n)
-        nem.wait_whole(180)
-        return {"finding": "did_not_self_heal", "reason": str(e), "restarted": stuck}
+        return {"finding": "did_not_self_heal", "reason": str(e), "restarted": nem.restart_stuck(180)}
 
 
 def elapsed_until(cond, timeout: float, msg: str, interval: float = 0.5) -> float:
@@ -174,7 +168,7 @@ class TestRabbit:
             master_after = wait_until(lambda: rabbit.queue_master("nemesis-q", node="rabbit1") != "rabbit2"
                                       and rabbit.queue_master("nemesis-q", node="rabbit1"), 30, "promotion")
             t1 = time.monotonic()
-            recovered = heal_or_recover(rabbit, nem)
+            recovered = heal_or_recover(nem)
             t_heal = round(time.monotonic() - t1, 1)
         record("rabbitmq_pause_minority", {"majority_saw_down_s": t_down, "minority_paused_s": t_paused,
                                            "heal_until_whole_s": t_heal, "findings": nem.findings,
