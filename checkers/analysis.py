@@ -16,12 +16,16 @@ How it stays fast (docs/benchmarks.md has the figures):
   min/max/first as a sort-based aggregation, several times slower. Producer
   names are compared by a 64-bit hash, certified collision-free per run by a
   small exact check (`producer_hash_collisions`);
+- a run whose Parquet copy is bucketed and sorted by msg_id (`mqchaos
+  convert`) has its attempts and deliveries matched bucket by bucket as they
+  stream: no shuffle, no hash map, no sort (checkers.history.bucketed);
 - identity, counts and samples are one job: the per-message aggregation is
   computed once; anomalous messages keep their id, the others collapse into
   one row per run before the only other shuffle, where the counts and the
   first SAMPLES ids per kind (a bounded top-k) are taken from the same rows;
 - ordering needs the produce log only for deliveries that do not carry their
-  writer, and then only those messages' records (a broadcast semi-join);
+  writer, and then only those messages' records (a broadcast semi-join); on
+  large inputs its window is partitioned by a 64-bit hash of the group;
 - unavailable intervals come from per-bucket extremes of the successful
   writes (buckets narrower than the threshold), then the failed writes alone:
   no sort of the produce log.
@@ -43,6 +47,9 @@ MIN_BUCKET_S = 0.05
 # Deliveries lacking producer/seq are given their writer by a broadcast of
 # their ids when there are at most this many; else by a shuffle join.
 BROADCAST_IDS = 2_000_000
+# History records from which the checker takes its large-input paths (the
+# bucketed Parquet copy, the hashed ordering window).
+LARGE_INPUT = 2_000_000
 
 COUNT_FIELDS = ("attempted", "ok", "fail", "info", "produce_records", "delivered",
                 "deliveries", "lost", "duplicated", "duplicate_deliveries", "unexpected",
@@ -97,16 +104,15 @@ def run_queries(queries: list[Query | None]) -> list:
     return [q[1]([r for r in rows if r.part == i]) if q else None for i, q in enumerate(queries)]
 
 
-def identity(produce: DataFrame, consume: DataFrame | None) -> dict[int, dict]:
+def identity(produce: DataFrame, consume: DataFrame | None,
+             bucketed: dict[int, tuple] | None = None) -> dict[int, dict]:
     """Counts and sample ids per run (one job); see identity_query."""
-    return run_queries([identity_query(produce, consume)])[0]
+    return run_queries([identity_query(produce, consume, bucketed)])[0]
 
 
-def identity_query(produce: DataFrame, consume: DataFrame | None) -> Query:
-    """Counts and sample ids per run.
-
-    Each run's dict also holds `no_writer`: good deliveries without
-    producer/seq (the ordering then looks them up in the produce log)."""
+def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
+    """(run, msg_id) -> the message's attempts and deliveries, from one
+    shuffle of every record."""
     # One narrow row per record through the shuffle. r: 0 malformed line,
     # 1 / 2 / 3 an attempt (fail / info / ok), 4 a delivery that carries its
     # writer, 5 one that does not.
@@ -126,7 +132,7 @@ def identity_query(produce: DataFrame, consume: DataFrame | None) -> Query:
     # Message ids are (nearly) all distinct: an aggregation before the shuffle
     # would only cost. Shuffled first, the aggregation runs once, after it
     # (spark.sql.execution.combineAdjacentAggregation, set by checkers.spark).
-    m = parts.repartition("run", "msg_id").groupBy("run", "msg_id").agg(
+    return parts.repartition("run", "msg_id").groupBy("run", "msg_id").agg(
         _count_if(attempt).alias("attempts"),
         F.max(F.when(attempt, r)).alias("best"),
         _count_if(r >= 4).alias("dlv"),
@@ -136,6 +142,47 @@ def identity_query(produce: DataFrame, consume: DataFrame | None) -> Query:
         F.max("tc").alias("ok_t"),
         _count_if(r == 5).alias("nw"),
     )
+
+
+def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | None) -> DataFrame:
+    """The same for one run whose Parquet copy is bucketed by msg_id (only
+    good records): each side aggregated, then joined, bucket by bucket."""
+    ok = F.col("outcome") == "ok"
+    m = produce.groupBy("msg_id").agg(
+        F.count(F.lit(1)).alias("attempts"), F.max(_rank(F.col("outcome"))).alias("best"),
+        F.min(F.xxhash64("producer")).alias("pmin"), F.max(F.xxhash64("producer")).alias("pmax"),
+        F.max(F.when(ok, F.col("t_complete"))).alias("ok_t"))
+    if consume is None:
+        m = m.select("*", F.lit(0).cast("long").alias("dlv"), F.lit(0).cast("long").alias("nw"))
+    else:
+        d = consume.groupBy("msg_id").agg(F.count(F.lit(1)).alias("dlv"), _count_if(~_has_writer()).alias("nw"))
+        m = m.join(d, "msg_id", "full_outer")
+    return m.select(F.lit(rid).alias("run"), "msg_id",
+                    F.coalesce("attempts", F.lit(0)).cast("long").alias("attempts"), "best",
+                    F.coalesce("dlv", F.lit(0)).cast("long").alias("dlv"), F.lit(0).cast("long").alias("bad"),
+                    "pmin", "pmax", "ok_t", F.coalesce("nw", F.lit(0)).cast("long").alias("nw"))
+
+
+def identity_query(produce: DataFrame | None, consume: DataFrame | None,
+                   bucketed: dict[int, tuple] | None = None) -> Query:
+    """Counts and sample ids per run.
+
+    `bucketed`: {run id: (produce, consume)} of runs whose copies are
+    bucketed by msg_id (checkers.history.bucketed): those are matched bucket
+    by bucket, the others by one shuffle of all their records.
+    Each run's dict also holds `no_writer`: good deliveries without
+    producer/seq (the ordering then looks them up in the produce log)."""
+    bucketed = bucketed or {}
+    parts = [_per_message_bucketed(rid, p, c) for rid, (p, c) in bucketed.items()]
+    if produce is not None:  # None: every run is in `bucketed`
+        if bucketed:
+            rest = ~F.col("run").isin(*bucketed)
+            produce = produce.where(rest)
+            consume = consume.where(rest) if consume is not None else None
+        parts.append(_per_message(produce, consume))
+    m = parts[0]
+    for part in parts[1:]:
+        m = m.unionByName(part)
     best, dlv = F.col("best"), F.col("dlv")
     kinds = {
         "lost": (best == 3) & (dlv == 0),
@@ -246,10 +293,11 @@ def _with_writer(consume: DataFrame, produce: DataFrame, lookup: dict[int, int] 
     if sum(lookup.values()) <= BROADCAST_IDS:
         keys = F.broadcast(keys)
     # A record's position: its file, then its place in the file (Spark's
-    # partitions of one file follow the file), taken before any shuffle.
+    # partitions of one file follow the file), taken before any shuffle; a
+    # bucketed Parquet copy kept the JSONL's (`_pos`).
+    here = F.struct(F.input_file_name().alias("file"), F.monotonically_increasing_id().alias("row"))
     records = (produce.where(~F.col("_bad") & F.col("run").isin(*lookup))
-               .select("run", "msg_id", "producer", "seq",
-                       F.struct(F.input_file_name(), F.monotonically_increasing_id()).alias("pos"))
+               .select("run", "msg_id", "producer", "seq", F.coalesce(F.col("_pos"), here).alias("pos"))
                .join(keys, ["run", "msg_id"], "left_semi"))
     writer = (records.groupBy("run", "msg_id")
               .agg(F.min_by(F.struct("producer", "seq"), "pos").alias("w"))
@@ -259,18 +307,36 @@ def _with_writer(consume: DataFrame, produce: DataFrame, lookup: dict[int, int] 
 
 
 def ordering(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int, str],
-             lookup: dict[int, int] | None = None) -> dict[int, dict]:
-    q = ordering_query(produce, consume, rule_by_run, lookup)
-    return run_queries([q])[0] if q else {}
+             lookup: dict[int, int] | None = None, exact: bool = False) -> dict[int, dict]:
+    q = ordering_query(produce, consume, rule_by_run, lookup, exact=exact)
+    out = run_queries([q])[0] if q else {}
+    if out.pop(COLLISION, False):  # two groups share a hash: the exact window
+        out = ordering(produce, consume, rule_by_run, lookup, exact=True)
+    return out
+
+
+# Key in ordering's result: two groups shared a 64-bit hash (then it must be
+# run again with exact=True).
+COLLISION = "group_hash_collision"
+
+
+def group_hash(*cols):
+    """The ordering group's 64-bit hash (a function: tests make it collide)."""
+    return F.xxhash64(*cols)
 
 
 def ordering_query(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int, str],
-                   lookup: dict[int, int] | None = None) -> Query | None:
+                   lookup: dict[int, int] | None = None, exact: bool = False) -> Query | None:
     """Ordering violations per run, each run under its own rule (None: no
     run has a rule).
 
     A violation is a delivery whose seq is below the highest seq of the
-    deliveries before it in its group (a running max over the group's order)."""
+    deliveries before it in its group (a running max over the group's order).
+    The window is partitioned by one 64-bit hash of the group: its sort then
+    compares a long and the order's numbers, never the group's strings. The
+    groups are also counted per hash (an aggregation that partial-aggregates
+    to a few rows per task): a hash shared by two groups is reported
+    (COLLISION) and the caller runs it again, `exact`."""
     rules = {r: x for r, x in rule_by_run.items() if x != "none"}
     if not rules:
         return None
@@ -288,16 +354,30 @@ def ordering_query(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int
     mono = of("monotonic")
     k1 = F.when(mono, F.col("consumer")).otherwise(F.col("source"))
     k2 = F.when(mono & F.col("offset").isNotNull(), F.col("source"))
+    group = ["run", "producer", "k1", "k2"]
     rows = d.select("run", "producer", k1.alias("k1"), k2.alias("k2"), "offset", "t", "seq", "msg_id")
-    w = (Window.partitionBy("run", "producer", "k1", "k2")
+    if not exact:
+        rows = rows.withColumn("g", group_hash(*group))
+    w = (Window.partitionBy(*(group if exact else ["g"]))
          .orderBy(F.col("offset").asc_nulls_last(), F.col("t"), F.col("seq"))
          .rowsBetween(Window.unboundedPreceding, -1))
     v = rows.withColumn("prev_max", F.max("seq").over(w)).where(F.col("seq") < F.col("prev_max"))
     # The violations are few: counted, and the earliest kept, in one aggregation.
     df = v.groupBy("run").agg(F.count(F.lit(1)).alias("n"),
                               _first(F.col("msg_id"), F.struct("t", "msg_id")).alias("ids"))
-    return df, lambda rows: {r.run: {"ordering_violations": int(r.n), "samples": list(r.ids or [])}
-                             for r in rows}
+    if not exact:
+        shared = (rows.groupBy("g", *group).agg(F.count(F.lit(1)).alias("n"))
+                  .groupBy("g").count().where(F.col("count") > 1)
+                  .select(F.lit(-1).alias("run"), F.col("count").alias("n")))
+        df = df.unionByName(shared, allowMissingColumns=True)
+
+    def decode(rows):
+        out = {r.run: {"ordering_violations": int(r.n), "samples": list(r.ids or [])}
+               for r in rows if r.run != -1}
+        if any(r.run == -1 for r in rows):
+            out[COLLISION] = True
+        return out
+    return df, decode
 
 
 def unavailable(produce: DataFrame, threshold: float) -> dict[int, list[list[float]]]:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from checkers import analysis as A
-from checkers.history import HistoryError, Run, load, open_runs, records_estimate, run_ids
+from checkers.history import HistoryError, Run, bucketed, load, open_runs, records_estimate, run_ids
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
 
@@ -29,18 +29,27 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
     rules = {rid: _rule(run, ordering) for rid, run in ids.items()}
     from checkers.spark import fit_partitions
 
-    fit_partitions(spark, records_estimate(runs))
+    records = records_estimate(runs)
+    fit_partitions(spark, records)
+    # The bucketed copies and the hashed ordering window save seconds on
+    # millions of records, and cost a little (catalogue tables, one more
+    # aggregation) where a fresh JVM's warm-up is all there is to save.
+    large = records >= A.LARGE_INPUT
     produce = load(spark, runs, "produce")
     consume = load(spark, runs, "consume")
-    # One Spark job: identity, the producer-hash check, unavailability and
-    # ordering (on the deliveries that carry their writer), whose stages
-    # share the cores.
-    ident, collide, unav, order = A.run_queries([
-        A.identity_query(produce, consume),
-        A.collisions_query(produce),
-        A.unavailable_query(produce, threshold),
-        A.ordering_query(produce, consume, rules, {}) if consume is not None else None])
+    with bucketed(spark, ids if large else {}) as tables:
+        # One Spark job: identity, the producer-hash check, unavailability and
+        # ordering (on the deliveries that carry their writer), whose stages
+        # share the cores.
+        rest = len(tables) < len(ids)
+        ident, collide, unav, order = A.run_queries([
+            A.identity_query(produce if rest else None, consume if rest else None, tables),
+            A.collisions_query(produce),
+            A.unavailable_query(produce, threshold),
+            A.ordering_query(produce, consume, rules, {}, exact=not large) if consume is not None else None])
     order = order or {}
+    if order.pop(A.COLLISION, False):  # two ordering groups shared a hash
+        order = A.ordering(produce, consume, rules, {}, exact=True)
     # id_conflicts compares producers by hash: exact unless two names of a
     # run share one (then recomputed by name).
     if collide:
@@ -55,7 +64,7 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
               if (n := d.pop("no_writer", 0)) and rules.get(rid, "none") != "none"}
     if lookup and consume is not None:
         order = {r: o for r, o in order.items() if r not in lookup}
-        order.update(A.ordering(produce, consume, {r: rules[r] for r in lookup}, lookup))
+        order.update(A.ordering(produce, consume, {r: rules[r] for r in lookup}, lookup, exact=not large))
     unknown = set(ident) | set(order) | set(unav)
     unknown -= set(ids)
     if unknown:

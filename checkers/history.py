@@ -6,9 +6,13 @@ directory, recovered from the file Spark read it from.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import shutil
 import urllib.parse
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,9 +36,18 @@ class Run:
     meta: dict = field(default_factory=dict)        # run.json
     parquet_malformed: dict | None = None           # set when the Parquet copy is read
     records: int | None = None                      # an estimate, when the lister knows the sizes
+    buckets: int | None = None                      # the Parquet copy is bucketed by msg_id in this many
 
     def files(self, kind: str) -> list[str]:
         return self.produce if kind == "produce" else self.consume
+
+    def use_parquet(self, meta: dict, base: str) -> None:
+        """Read the Parquet copy (its _meta.json is `meta`) instead of the JSONL."""
+        self.parquet_malformed = meta.get("malformed", {})
+        b = meta.get("buckets")
+        self.buckets = b if isinstance(b, int) and not isinstance(b, bool) and b > 0 else None
+        self.produce = [f"{base}/{PARQUET_DIR}/produce"]
+        self.consume = [f"{base}/{PARQUET_DIR}/consume"] if self.consume else []
 
 
 def _jsonl(run_dir: Path, kind: str) -> list[str]:
@@ -107,9 +120,7 @@ def open_runs(paths: list[str], prefer_parquet: bool = True) -> tuple[list[Run],
         run = Run(str(d), produce, consume, meta)
         pq = _parquet_fresh(d, produce + consume) if prefer_parquet else None
         if pq is not None:
-            run.parquet_malformed = pq.get("malformed", {})
-            run.produce = [str(d / PARQUET_DIR / "produce")]
-            run.consume = [str(d / PARQUET_DIR / "consume")] if consume else []
+            run.use_parquet(pq, str(d))
         runs.append(run)
     return runs, errors
 
@@ -165,7 +176,8 @@ def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
     """All runs' records of one kind, with `run` (id) and `_bad` (malformed line).
 
     Runs read from JSONL and runs read from their Parquet copy can be mixed:
-    each part is named by its files before the union."""
+    each part is named by its files before the union. Produce records also
+    carry `_pos` (their place in the JSONL) when the copy kept it, else null."""
     schema, required = S.KINDS[kind]
     json_files = [f for r in runs if r.parquet_malformed is None for f in r.files(kind)]
     pq_files = [f for r in runs if r.parquet_malformed is not None for f in r.files(kind)]
@@ -180,14 +192,54 @@ def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
             bad = bad | F.col(c).isNull()
         if kind == "produce":
             bad = bad | ~F.col("outcome").isin(*S.OUTCOMES)
+            df = df.withColumn(S.POS, F.lit(None).cast(S.POS_TYPE))
         parts.append(df.withColumn("_bad", F.coalesce(bad, F.lit(True))).drop(S.CORRUPT))
     if pq_files:
-        df = spark.read.schema(schema).parquet(*pq_files)
+        df = spark.read.schema(S.COPY[kind]).parquet(*pq_files)
         parts.append(df.withColumn("_bad", F.lit(False)))
     if not parts:
         return None
     parts = [df.withColumn("run", _run_column(df, runs)) for df in parts]
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+
+
+# A bucketed copy is read as a table, the only way Spark knows its layout:
+# at most this many runs per job go that way (each is a branch of the plan).
+BUCKETED_RUNS_MAX = 8
+
+
+@contextmanager
+def bucketed(spark: SparkSession, runs: dict[int, Run]):
+    """{run id: (produce, consume or None)}: the runs' bucketed Parquet copies
+    as DataFrames Spark knows are partitioned and sorted by msg_id (read as
+    catalogue tables: the only way Spark learns a layout), so the checker
+    matches attempts with deliveries bucket by bucket: no shuffle, no hash
+    map, no sort. Empty when there are more than BUCKETED_RUNS_MAX such runs.
+    The tables are dropped on exit (their files are left alone: external)."""
+    chosen = {rid: r for rid, r in runs.items() if r.buckets and r.parquet_malformed is not None}
+    if len(chosen) > BUCKETED_RUNS_MAX:
+        chosen = {}
+    names: list[str] = []
+    try:
+        out = {}
+        for rid, run in chosen.items():
+            frames = []
+            for kind in ("produce", "consume"):
+                if not run.files(kind):
+                    frames.append(None)
+                    continue
+                name = f"mqchaos_{kind}_{uuid.uuid4().hex}"
+                cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in S.COPY[kind])
+                location = run.files(kind)[0].replace("'", "\\'")
+                spark.sql(f"CREATE TABLE {name} ({cols}) USING parquet CLUSTERED BY (msg_id) "
+                          f"SORTED BY (msg_id) INTO {run.buckets} BUCKETS LOCATION '{location}'")
+                names.append(name)
+                frames.append(spark.table(name))
+            out[rid] = tuple(frames)
+        yield out
+    finally:
+        for name in names:
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
 
 
 JSONL_BYTES_PER_RECORD = 150
@@ -216,6 +268,40 @@ def records_estimate(runs: list[Run]) -> int:
     return n
 
 
+# Records of the produce log per bucket of the Parquet copy (a check's task
+# holds one bucket's messages in a hash map).
+BUCKET_RECORDS = 1_000_000
+MIN_BUCKETS = 4
+
+
+def buckets_for(records: int) -> int:
+    return max(MIN_BUCKETS, math.ceil(records / BUCKET_RECORDS))
+
+
+def write_copy(spark: SparkSession, frames: dict[str, DataFrame], out: str, malformed: dict) -> dict:
+    """Write a run's good records as its Parquet copy under `out` (replacing
+    it): both kinds bucketed by msg_id in the same number of files, one file
+    per bucket, sorted by msg_id, so the checker aggregates and matches them
+    per message as it streams (checkers.history.bucketed). The files stay
+    plain Parquet for any reader."""
+    out = os.path.abspath(out)  # a relative table path would be taken as inside the warehouse
+    n = frames["produce"].count() if "produce" in frames else 0
+    buckets = buckets_for(n)
+    shutil.rmtree(out, ignore_errors=True)
+    for kind, df in frames.items():
+        if kind == "produce" and S.POS not in df.columns:
+            df = df.withColumn(S.POS, F.lit(None).cast(S.POS_TYPE))
+        name = f"mqchaos_copy_{kind}_{uuid.uuid4().hex}"
+        try:
+            (df.select(*[f.name for f in S.COPY[kind]]).repartition(buckets, "msg_id")
+             .write.format("parquet").bucketBy(buckets, "msg_id").sortBy("msg_id")
+             .option("path", f"{out}/{kind}").saveAsTable(name))
+        finally:
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
+    Path(out).mkdir(parents=True, exist_ok=True)
+    return {"malformed": malformed, "buckets": buckets, "bucketed_by": "msg_id", "sorted_by": "msg_id"}
+
+
 def convert(spark: SparkSession, run_dir: str) -> dict:
     """Write the run's history as Parquet next to the JSONL, once, after the run."""
     runs, errors = open_runs([run_dir], prefer_parquet=False)
@@ -223,17 +309,25 @@ def convert(spark: SparkSession, run_dir: str) -> dict:
         raise HistoryError("; ".join(f"{p}: {e}" for p, e in errors))
     (run,) = runs
     out = Path(run.dir) / PARQUET_DIR
-    malformed = {}
+    malformed, frames, cached = {}, {}, []
     for kind in ("produce", "consume"):
         df = load(spark, [run], kind)
         if df is None:
             malformed[kind] = 0
             continue
+        if kind == "produce":
+            # The record's place in the JSONL, taken before the copy is bucketed.
+            df = df.withColumn(S.POS, F.struct(F.col("_metadata.file_name").alias("file"),
+                                               F.monotonically_increasing_id().alias("row")))
         df = df.cache()
+        cached.append(df)
         malformed[kind] = df.filter("_bad").count()
-        (df.filter(~F.col("_bad")).drop("_bad", "run")
-         .write.mode("overwrite").parquet(str(out / kind)))
-        df.unpersist()
-    meta = {"malformed": malformed, "source": [os.path.basename(f) for f in run.produce + run.consume]}
+        frames[kind] = df.filter(~F.col("_bad"))
+    try:
+        meta = write_copy(spark, frames, str(out), malformed)
+    finally:
+        for df in cached:
+            df.unpersist()
+    meta["source"] = [os.path.basename(f) for f in run.produce + run.consume]
     (out / META).write_text(json.dumps(meta, indent=1))
     return meta

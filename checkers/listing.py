@@ -149,9 +149,7 @@ def open_listed(spark, listed: list[Listed], prefer_parquet: bool = True
                   records=jsonl_bytes // JSONL_BYTES_PER_RECORD)
         pq = _fresh_parquet(spark, r) if prefer_parquet else None
         if pq is not None:
-            run.parquet_malformed = pq.get("malformed", {})
-            run.produce = [f"{r.dir}/{PARQUET_DIR}/produce"]
-            run.consume = [f"{r.dir}/{PARQUET_DIR}/consume"] if consume else []
+            run.use_parquet(pq, r.dir)
             run.records = sum(b for p, (b, _) in r.files.items()
                               if p.startswith("history/parquet/") and p.endswith(".parquet")
                               ) // PARQUET_BYTES_PER_RECORD

@@ -35,6 +35,13 @@ PRODUCE_REQUIRED = ("msg_id", "producer", "seq", "outcome", "t_invoke", "t_compl
 CONSUME_REQUIRED = ("msg_id", "consumer", "t", "redelivered")
 OUTCOMES = ("ok", "fail", "info")
 
+# The Parquet copy of the produce log keeps each record's place in the JSONL
+# (file, then Spark's row id, increasing along a file): the copy is bucketed
+# by msg_id, and "a message's writer is its first record" needs file order.
+POS = "_pos"
+POS_TYPE = T.StructType([T.StructField("file", T.StringType()), T.StructField("row", T.LongType())])
+COPY = {"produce": T.StructType(PRODUCE.fields + [T.StructField(POS, POS_TYPE)]), "consume": CONSUME}
+
 KINDS = {"produce": (PRODUCE, PRODUCE_REQUIRED), "consume": (CONSUME, CONSUME_REQUIRED)}
 
 

@@ -33,6 +33,8 @@ RECORDS_PER_PARTITION = 1_000_000
 JVM_OPTIONS = ("-XX:+UseParallelGC -XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
                "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000")
 QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# Bumped when _exercise loads other classes (3: the bucketed copy's catalogue tables).
+EXERCISE = 3
 
 
 def _java() -> str:
@@ -53,7 +55,7 @@ def cds_archive() -> Path:
     # The JVM refuses an archive whose class path moved: the jars' directory is part of the key.
     stamp = [pyspark.__version__, str(jars.resolve()), java, os.path.getmtime(java) if os.path.exists(java) else 0,
              sorted((p.name, p.stat().st_size) for p in jars.glob("*.jar")) if jars.is_dir() else [],
-             JVM_OPTIONS]
+             JVM_OPTIONS, EXERCISE]
     key = hashlib.sha1(json.dumps(stamp, default=str).encode()).hexdigest()[:12]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mqchaos"
     return cache / f"spark-{pyspark.__version__}-{key}.jsa"
@@ -95,6 +97,15 @@ def session(master: str | None = None, app: str = "mqchaos", *,
          # 3 % of a check's time, for queries that are deterministic.
          .config("spark.sql.shuffle.orderIndependentChecksum.enabled", "false")
          .config("spark.sql.session.timeZone", "UTC")
+         # A bucketed copy's files are each sorted by msg_id (one file per
+         # bucket): said so, the checker's per-message aggregation and join
+         # stream over them, with no hash map and no sort.
+         .config("spark.sql.legacy.bucketedTableScan.outputOrdering", "true")
+         .config("spark.sql.execution.replaceHashWithSortAgg", "true")
+         # Bucketed copies are read as external tables of the in-memory
+         # catalogue: nothing is written to the warehouse, but Spark would
+         # create it in the working directory.
+         .config("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "mqchaos-spark-warehouse"))
          .config("spark.driver.memory",
                  driver_memory or os.environ.get("MQCHAOS_DRIVER_MEMORY", "4g"))
          .config("spark.driver.extraJavaOptions", _java_options())
@@ -141,8 +152,11 @@ def build_cds(archive: Path | None = None, timeout: float = 900) -> Path:
 
 def _exercise() -> None:
     """What a check does, on a tiny history: the classes the archive should hold."""
+    from checkers import analysis as A
     from checkers.check import check_runs
     from checkers.history import convert, open_runs
+
+    A.LARGE_INPUT = 0  # the large-input paths' classes too
 
     with tempfile.TemporaryDirectory() as d:
         hist = Path(d, "run", "history")

@@ -312,3 +312,91 @@ def test_jsonl_and_parquet_runs_in_one_job(spark, tmp_path):
     assert res[str(dirs[0])]["source"] == "parquet" and res[str(dirs[1])]["source"] == "jsonl"
     for d in dirs:
         agree(res[str(d)], reference.check(d, "monotonic"))
+
+
+# -- the bucketed Parquet copy ----------------------------------------------------------------
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(hs=st.lists(histories(), min_size=1, max_size=2),
+       rule=st.sampled_from(["none", "fifo", "monotonic", "strict"]))
+def test_bucketed_copy_agrees_with_reference(spark, tmp_path_factory, hs, rule):
+    """`mqchaos convert` buckets both logs by msg_id (sorted), and the checker
+    then matches them bucket by bucket without a shuffle; a message's writer
+    is still its first record in the JSONL's order (kept in `_pos`)."""
+    from checkers import analysis as A
+    from checkers.history import convert
+
+    base = tmp_path_factory.mktemp("bucketed")
+    dirs = [synth.write_run(base / f"r{i}", p, c, malformed_produce=b[:1], malformed_consume=b[1:], files=2)
+            for i, (p, c, b) in enumerate(hs)]
+    for d in dirs:
+        assert convert(spark, str(d))["buckets"] == 4
+    runs, errors = open_runs([str(d) for d in dirs])
+    assert not errors and all(r.buckets == 4 for r in runs)
+    with pytest.MonkeyPatch.context() as mp:  # the large-input paths, on small histories
+        mp.setattr(A, "LARGE_INPUT", 0)
+        res = check_runs(spark, runs, ordering=rule)
+    for d in dirs:
+        assert res[str(d)]["source"] == "parquet"
+        agree(res[str(d)], reference.check(d, rule))
+
+
+def test_bucketed_copy_is_matched_without_a_shuffle(spark, tmp_path):
+    from checkers import analysis as A
+    from checkers.history import bucketed, convert, run_ids
+
+    produce, consume, _, _ = synth.build(random.Random(5), per_producer=100, lost=2, duplicated=3, unexpected=1)
+    d = synth.write_run(tmp_path / "b", produce, consume)
+    convert(spark, str(d))
+    runs, _ = open_runs([str(d)])
+    with bucketed(spark, run_ids(spark, runs)) as tables:
+        assert set(tables) == {0}
+        df, _ = A.identity_query(None, None, tables)
+        plan = df._jdf.queryExecution().executedPlan().toString()
+    # The only exchanges are after the per-message rows are folded (by run, kind).
+    below = plan[plan.index("SortMergeJoin"):]
+    assert "Exchange" not in below and "Sort [" not in below, plan
+    assert not spark.catalog.listTables()  # the tables are gone
+
+
+def test_more_bucketed_runs_than_tables_take_the_shuffle(spark, tmp_path, monkeypatch):
+    from checkers import history as H
+
+    from checkers import analysis as A
+
+    monkeypatch.setattr(H, "BUCKETED_RUNS_MAX", 1)
+    monkeypatch.setattr(A, "LARGE_INPUT", 0)
+    dirs = []
+    for i in range(2):
+        produce, consume, _, _ = synth.build(random.Random(30 + i), per_producer=40, lost=i, duplicated=1)
+        dirs.append(synth.write_run(tmp_path / f"r{i}", produce, consume))
+        H.convert(spark, str(dirs[-1]))
+    res = run_checker(spark, dirs, ordering="monotonic")
+    for d in dirs:
+        agree(res[str(d)], reference.check(d, "monotonic"))
+
+
+def test_ordering_group_hash_collision_falls_back_to_exact(spark, tmp_path, monkeypatch):
+    """The ordering window is partitioned by a 64-bit hash of the group; when
+    two groups share one (here: all of them), it is run again exactly."""
+    from pyspark.sql import functions as F
+
+    from checkers import analysis as A
+
+    produce, consume, _, _ = synth.build(random.Random(12), producers=3, per_producer=60, consumers=2,
+                                         reordered=4)
+    d = synth.write_run(tmp_path / "g", produce, consume)
+    monkeypatch.setattr(A, "LARGE_INPUT", 0)
+    ref = reference.check(d, "monotonic")
+    assert ref["ordering_violations"] > 0
+    agree(run_checker(spark, [d], ordering="monotonic")[str(d)], ref)
+    calls = []
+    real = A.ordering_query
+
+    def spy(*a, **k):
+        calls.append(k.get("exact", False))
+        return real(*a, **k)
+    monkeypatch.setattr(A, "group_hash", lambda *cols: F.lit(0).cast("long"))
+    monkeypatch.setattr(A, "ordering_query", spy)
+    agree(run_checker(spark, [d], ordering="monotonic")[str(d)], ref)
+    assert calls == [False, True]  # the job's hashed window, then the exact one
