@@ -47,13 +47,6 @@ def generate(n: int, seed: int = 42) -> Path:
     plain = run / "history" / "plain"
     if (plain / "_done").exists():
         return run
-    if (run / "history" / "parquet" / "produce" / "part-0.parquet").exists():
-        # data of an earlier layout: the same files, kept as the plain ones
-        plain.mkdir(parents=True, exist_ok=True)
-        for kind in ("produce", "consume"):
-            os.replace(run / "history" / "parquet" / kind, plain / kind)
-        (plain / "_done").touch()
-        return run
     rng = np.random.default_rng(seed)
     producers = 8
     prod = np.arange(n) % producers
