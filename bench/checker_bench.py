@@ -112,7 +112,8 @@ def lay_out(run: Path) -> dict:
     spark = session(None, "mqchaos-bench-copy")
     plain = run / "history" / "plain"
     frames = {k: spark.read.parquet(str(plain / k)) for k in ("produce", "consume")}
-    m = write_copy(spark, frames, str(run / "history" / "parquet"), {"produce": 0, "consume": 0})
+    m = write_copy(spark, frames, str(run / "history" / "parquet"), {"produce": 0, "consume": 0},
+                   frames["produce"].count())
     meta.write_text(json.dumps(m))
     return {"copy_s": time.monotonic() - t0}
 

@@ -216,7 +216,7 @@ def bucketed(spark: SparkSession, runs: dict[int, Run]):
     matches attempts with deliveries bucket by bucket: no shuffle, no hash
     map, no sort. Empty when there are more than BUCKETED_RUNS_MAX such runs.
     The tables are dropped on exit (their files are left alone: external)."""
-    chosen = {rid: r for rid, r in runs.items() if r.buckets and r.parquet_malformed is not None}
+    chosen = {rid: r for rid, r in runs.items() if r.buckets}  # set only for a Parquet copy
     if len(chosen) > BUCKETED_RUNS_MAX:
         chosen = {}
     names: list[str] = []
@@ -278,15 +278,16 @@ def buckets_for(records: int) -> int:
     return max(MIN_BUCKETS, math.ceil(records / BUCKET_RECORDS))
 
 
-def write_copy(spark: SparkSession, frames: dict[str, DataFrame], out: str, malformed: dict) -> dict:
+def write_copy(spark: SparkSession, frames: dict[str, DataFrame], out: str, malformed: dict,
+               attempts: int) -> dict:
     """Write a run's good records as its Parquet copy under `out` (replacing
     it): both kinds bucketed by msg_id in the same number of files, one file
     per bucket, sorted by msg_id, so the checker aggregates and matches them
     per message as it streams (checkers.history.bucketed). The files stay
-    plain Parquet for any reader."""
+    plain Parquet for any reader. `attempts`: the produce records (sets
+    the bucket count)."""
     out = os.path.abspath(out)  # a relative table path would be taken as inside the warehouse
-    n = frames["produce"].count() if "produce" in frames else 0
-    buckets = buckets_for(n)
+    buckets = buckets_for(attempts)
     shutil.rmtree(out, ignore_errors=True)
     for kind, df in frames.items():
         if kind == "produce" and S.POS not in df.columns:
@@ -309,7 +310,7 @@ def convert(spark: SparkSession, run_dir: str) -> dict:
         raise HistoryError("; ".join(f"{p}: {e}" for p, e in errors))
     (run,) = runs
     out = Path(run.dir) / PARQUET_DIR
-    malformed, frames, cached = {}, {}, []
+    malformed, frames, cached, good = {}, {}, [], {}
     for kind in ("produce", "consume"):
         df = load(spark, [run], kind)
         if df is None:
@@ -321,10 +322,11 @@ def convert(spark: SparkSession, run_dir: str) -> dict:
                                                F.monotonically_increasing_id().alias("row")))
         df = df.cache()
         cached.append(df)
-        malformed[kind] = df.filter("_bad").count()
+        row = df.agg(F.count(F.lit(1)).alias("n"), F.count_if(F.col("_bad")).alias("bad")).first()
+        malformed[kind], good[kind] = row.bad, row.n - row.bad
         frames[kind] = df.filter(~F.col("_bad"))
     try:
-        meta = write_copy(spark, frames, str(out), malformed)
+        meta = write_copy(spark, frames, str(out), malformed, good.get("produce", 0))
     finally:
         for df in cached:
             df.unpersist()
