@@ -12,10 +12,10 @@ export PYSPARK_PYTHON ?= $(abspath $(PY))
 # setup = the virtualenv (Java for Spark included) + a running Docker engine.
 setup: venv engine
 
-# The virtualenv, then the JVM class-data-sharing archive Spark starts from (checkers/spark.py:
+# The virtualenv, then the JVM class-data-sharing archive Spark starts from (checkers/cds.py:
 # built once per Java/pyspark, about a minute; it halves Spark's start-up).
 venv: $(VENV)/.installed
-	@$(PY) -m checkers.spark --ensure-cds
+	@$(PY) -m checkers.cds --ensure-cds
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless)

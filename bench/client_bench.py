@@ -19,11 +19,11 @@ from pathlib import Path
 import pika
 from confluent_kafka import Producer
 
-from harness.clients.kafka import KafkaProducerWorker
-from harness.clients.rabbitmq import RabbitPublisher
-from harness.db import get_cluster
+from harness.brokers import get_cluster
+from harness.brokers.kafka.clients import KafkaProducerWorker
+from harness.brokers.rabbitmq.clients import RabbitPublisher
+from harness.brokers.rabbitmq.workload import endpoints as rabbit_endpoints
 from harness.history import JsonlWriter, RunClock
-from harness.workload import rabbit_endpoints
 
 ROOT = Path(__file__).resolve().parent
 

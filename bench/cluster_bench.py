@@ -20,7 +20,7 @@ TARGETS = {"rabbitmq": 45.0, "kafka": 60.0}
 
 
 def bench(kind: str, runs: int) -> list[float]:
-    from harness.db import get_cluster
+    from harness.brokers import get_cluster
     times = []
     for i in range(runs):
         cluster = get_cluster(kind)

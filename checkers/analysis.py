@@ -15,7 +15,7 @@ How it stays fast (docs/benchmarks.md has the figures):
 - every aggregation buffer is fixed-width (numbers only): Spark runs a string
   min/max/first as a sort-based aggregation, several times slower. Producer
   names are compared by a 64-bit hash, certified collision-free per run by a
-  small exact check (`producer_hash_collisions`);
+  small exact check (`collisions_query`);
 - a run whose Parquet copy is bucketed and sorted by msg_id (`mqchaos
   convert`) has its attempts and deliveries matched bucket by bucket as they
   stream: no shuffle, no hash map, no sort (checkers.history.bucketed);
@@ -102,12 +102,6 @@ def run_queries(queries: list[Query | None]) -> list:
         union = union.unionByName(df, allowMissingColumns=True)
     rows = union.collect()
     return [q[1]([r for r in rows if r.part == i]) if q else None for i, q in enumerate(queries)]
-
-
-def identity(produce: DataFrame, consume: DataFrame | None,
-             bucketed: dict[int, tuple] | None = None) -> dict[int, dict]:
-    """Counts and sample ids per run (one job); see identity_query."""
-    return run_queries([identity_query(produce, consume, bucketed)])[0]
 
 
 def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
@@ -246,10 +240,6 @@ def _decode_identity(rows: list, sums: list[str]) -> dict[int, dict]:
     return out
 
 
-def producer_hash_collisions(produce: DataFrame) -> set[int]:
-    return run_queries([collisions_query(produce)])[0]
-
-
 def collisions_query(produce: DataFrame) -> Query:
     """Runs in which two distinct producer names share a 64-bit hash (then
     `id_conflicts`, computed on hashes, must be recomputed exactly)."""
@@ -378,10 +368,6 @@ def ordering_query(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int
             out[COLLISION] = True
         return out
     return df, decode
-
-
-def unavailable(produce: DataFrame, threshold: float) -> dict[int, list[list[float]]]:
-    return run_queries([unavailable_query(produce, threshold)])[0]
 
 
 def unavailable_query(produce: DataFrame, threshold: float) -> Query:

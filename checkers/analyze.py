@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import math
 
+import argparse
 import base64
-import glob
 import html
 import json
 import os
@@ -42,21 +42,18 @@ import time
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
+from harness import store
+
 HARNESS_ERROR = "harness-error"
 INCOMPLETE = ("interrupted", "running")
-_GLOB = re.compile(r"[*?\[]")
 _STAMP = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2})-(\d{2})-(\d{2})")
 
 
-class AnalyzeError(Exception):
+class AnalyzeError(ValueError):
     pass
 
 
 # -- finding runs ------------------------------------------------------------------------
-
-def _is_run(p: Path) -> bool:
-    return (p / "run.json").is_file() or (p / "history").is_dir()
-
 
 def _local(arg: str) -> str:
     if arg.startswith("file://"):
@@ -70,70 +67,12 @@ def _local(arg: str) -> str:
 
 
 def find_runs(args: list[str]) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Run directories named by the arguments (runs, globs, or directories with runs
-    below them, at any depth). A run is a directory with run.json or history/.
-    `latest` links and overlapping arguments name a run once (by its real path)."""
-    runs: list[Path] = []
-    errors: list[tuple[str, str]] = []
-    seen: set[str] = set()
-
-    def add(p: Path) -> None:
-        real = os.path.realpath(p)
-        if real not in seen:
-            seen.add(real)
-            runs.append(Path(real))
-
-    for arg in args:
-        try:
-            local = _local(arg)
-        except AnalyzeError as e:
-            errors.append((arg, str(e)))
-            continue
-        pattern = not os.path.exists(local) and bool(_GLOB.search(local))
-        paths = sorted(glob.glob(local)) if pattern else [local]
-        found = 0
-        for path in paths:
-            p = Path(path)
-            if not p.exists():
-                errors.append((path, "no such run directory"))
-            elif not p.is_dir():
-                if not pattern:
-                    errors.append((path, "not a directory"))
-            elif _is_run(p):
-                add(p)
-                found += 1
-            else:
-                below = 0
-                # os.walk does not follow links: `latest` is not walked into (bounded walk).
-                for root, dirs, _files in os.walk(p):
-                    r = Path(root)
-                    if _is_run(r):
-                        add(r)
-                        below += 1
-                        dirs[:] = []  # nothing below a run is another run
-                        continue
-                    dirs.sort()
-                found += below
-                if not below and not pattern:
-                    errors.append((path, "no run directory (run.json or history/) in it or below it"))
-        if pattern and not found:
-            # What a pattern matched that is not a run (results/suites/...) is skipped,
-            # but a pattern that names no run at all is reported.
-            errors.append((arg, "the pattern matches no run directory"))
-    return runs, errors
+    """Run directories named by the arguments (runs, globs, directories with runs below them,
+    file: URIs): the store's discovery (harness.store.find_runs)."""
+    return store.find_runs(args, local=_local)
 
 
 # -- what each run says about itself -----------------------------------------------------
-
-def _read_json(p: Path) -> tuple[dict | None, str | None]:
-    if not p.is_file():
-        return None, None
-    try:
-        d = json.loads(p.read_text())
-    except (ValueError, OSError) as e:
-        return None, f"{p.name} is not valid JSON: {e}"
-    return (d, None) if isinstance(d, dict) else (None, f"{p.name} is not a JSON object")
-
 
 def _started(meta: dict, run_dir: str) -> datetime | None:
     s = meta.get("started_at")
@@ -161,7 +100,7 @@ def broker_version(meta: dict) -> str:
     if v is None:
         return "unknown"
     v = str(v)
-    m = re.match(r"^kafka_[0-9.]+-(.+?)(\.jar)?$", v)
+    m = re.match(r"^[a-z]+_[0-9.]+-(.+?)(\.jar)?$", v)  # a jar's name: <artifact>_<scala>-<version>.jar
     return m.group(1) if m else v
 
 
@@ -243,8 +182,8 @@ def collect(spark, args: list[str], *, ordering: str | None = None, threshold: f
     rows: dict[str, dict] = {}
     to_check: list[str] = []
     for d in dirs:
-        meta, err = _read_json(d / "run.json")
-        check, _ = _read_json(d / "check.json")
+        meta, err = store.read_json(d / store.RUN_JSON)
+        check, _ = store.read_json(d / store.CHECK_JSON)
         row = _row(str(d), meta or {}, check)
         rows[str(d)] = row
         if err:
@@ -508,7 +447,7 @@ def write_summary(out: Path, runs: list[dict], by_version: list[dict], by_day: l
 # -- entry points -------------------------------------------------------------------------------
 
 def default_out() -> Path:
-    return Path("results/analysis") / datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
+    return store.results_root() / "analysis" / store.stamp()
 
 
 def analyze(spark, args: list[str], out: Path, *, ordering: str | None = None, threshold: float = 1.0,
@@ -572,7 +511,19 @@ def main(args: list[str], *, master: str | None = None, out: str | None = None,
     return 0 if summary["runs_checked"] else 2
 
 
-if __name__ == "__main__":  # spark-submit checkers/analyze.py RESULTS... [--out DIR]
-    from harness.cli import main as cli
+def _args(argv: list[str]) -> argparse.Namespace:
+    """`mqchaos analyze`'s arguments, for spark-submit (which runs this file, not the CLI)."""
+    p = argparse.ArgumentParser(prog="checkers/analyze.py")
+    p.add_argument("results", nargs="+")
+    p.add_argument("--master")
+    p.add_argument("--out")
+    p.add_argument("--ordering", choices=["none", "fifo", "monotonic", "strict"])
+    p.add_argument("--unavailable-threshold", type=float, default=1.0)
+    p.add_argument("--json-only", action="store_true")
+    return p.parse_args(argv)
 
-    cli(["analyze", *sys.argv[1:]])
+
+if __name__ == "__main__":  # spark-submit checkers/analyze.py RESULTS... [--out DIR]
+    a = _args(sys.argv[1:])
+    sys.exit(main(a.results, master=a.master, out=a.out, ordering=a.ordering,
+                  threshold=a.unavailable_threshold, prefer_parquet=not a.json_only))

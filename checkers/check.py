@@ -1,16 +1,15 @@
 """`mqchaos check`: check runs in one Spark job, write check.json into each."""
 from __future__ import annotations
 
-import json
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 from checkers import analysis as A
-from checkers.history import HistoryError, Run, bucketed, load, open_runs, records_estimate, run_ids
-
-EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
+from checkers.history import HistoryError, Run, bucketed, convert, load, open_runs, records_estimate, run_ids
+from checkers.spark import fit_partitions, session
+from harness import store
+from harness.verdicts import EXIT_UNKNOWN, exit_code, merge
 
 
 def _rule(run: Run, override: str | None) -> str:
@@ -27,8 +26,6 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
         return {}
     ids = run_ids(spark, runs)
     rules = {rid: _rule(run, ordering) for rid, run in ids.items()}
-    from checkers.spark import fit_partitions
-
     records = records_estimate(runs)
     fit_partitions(spark, records)
     # The bucketed copies and the hashed ordering window save seconds on
@@ -98,14 +95,10 @@ def _table(rows: list[tuple]) -> str:
                                for i, (c, w) in enumerate(zip(r, widths))) for r in cells)
 
 
-def exit_code(results: list[dict], errors: int) -> int:
-    if errors:
-        return EXIT_UNKNOWN
-    if any(r["valid"] is False for r in results):
-        return EXIT_INVALID
-    if any(r["valid"] is None for r in results):
-        return EXIT_UNKNOWN
-    return EXIT_VALID
+def batch_exit_code(results: list[dict], errors: int) -> int:
+    """Every run's validity merged (harness.verdicts); a run that could not be read counts
+    as unknown."""
+    return exit_code(merge([r["valid"] for r in results] + [None] * errors))
 
 
 def main(paths: list[str], *, ordering: str | None = None, master: str | None = None,
@@ -116,8 +109,6 @@ def main(paths: list[str], *, ordering: str | None = None, master: str | None = 
         print(f"error: {p}: {e}", file=sys.stderr)
     if not runs:
         return EXIT_UNKNOWN
-    from checkers.spark import session
-
     t0 = time.monotonic()
     spark = session(master, "mqchaos-check")
     try:
@@ -130,20 +121,17 @@ def main(paths: list[str], *, ordering: str | None = None, master: str | None = 
     rows = []
     for run_dir, d in results.items():
         d["checked_at"], d["check_seconds"] = now, elapsed
-        Path(run_dir, "check.json").write_text(json.dumps(d, indent=1, ensure_ascii=False) + "\n")
+        store.write_check(run_dir, d)
         valid = {True: "yes", False: "NO", None: "unknown"}[d["valid"]]
         rows.append((run_dir, d["attempted"], d["ok"], d["fail"], d["info"], d["lost"], d["duplicated"],
                      d["unexpected"], d["recovered"], d["ordering_violations"], d["unavailable_s"],
                      d["malformed_lines"], valid))
     print(_table(rows), file=out)
     print(f"checked {len(results)} run(s) in {elapsed} s; check.json written in each", file=out)
-    return exit_code(list(results.values()), len(errors))
+    return batch_exit_code(list(results.values()), len(errors))
 
 
 def convert_main(paths: list[str], master: str | None = None) -> int:
-    from checkers.history import convert
-    from checkers.spark import session
-
     spark = session(master, "mqchaos-convert")
     code = 0
     for p in paths:

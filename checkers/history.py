@@ -19,6 +19,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from checkers import schema as S
+from harness import store
 
 PARQUET_DIR = "history/parquet"
 META = "_meta.json"
@@ -33,7 +34,7 @@ class Run:
     dir: str                       # absolute, as given (links kept: Spark sees the same path)
     produce: list[str]
     consume: list[str]
-    meta: dict = field(default_factory=dict)        # run.json
+    meta: dict = field(default_factory=dict)        # run.json (harness.store)
     parquet_malformed: dict | None = None           # set when the Parquet copy is read
     records: int | None = None                      # an estimate, when the lister knows the sizes
     buckets: int | None = None                      # the Parquet copy is bucketed by msg_id in this many
@@ -50,10 +51,6 @@ class Run:
         self.consume = [f"{base}/{PARQUET_DIR}/consume"] if self.consume else []
 
 
-def _jsonl(run_dir: Path, kind: str) -> list[str]:
-    return sorted(str(p) for p in (run_dir / "history").glob(f"{kind}*.jsonl") if p.is_file())
-
-
 def _parquet_fresh(run_dir: Path, jsonl: list[str]) -> dict | None:
     meta = run_dir / PARQUET_DIR / META
     if not meta.is_file():
@@ -67,56 +64,19 @@ def _parquet_fresh(run_dir: Path, jsonl: list[str]) -> dict | None:
         return None
 
 
-def _is_run(p: Path) -> bool:
-    return (p / "history").is_dir()
-
-
-def discover(paths: list[str]) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Expand arguments into run directories; a directory that is not itself a
-    run is searched for runs below it (so `results/` works)."""
-    found: list[Path] = []
-    errors: list[tuple[str, str]] = []
-    seen: set[str] = set()
-
-    def add(p: Path):
-        real = os.path.realpath(p)
-        if real not in seen:  # `latest` links name runs a second time
-            seen.add(real)
-            found.append(Path(os.path.abspath(p)))
-
-    for arg in paths:
-        p = Path(arg)
-        if not p.exists():
-            errors.append((arg, "no such run directory"))
-        elif not p.is_dir():
-            errors.append((arg, "not a directory"))
-        elif _is_run(p):
-            add(p)
-        else:
-            below = sorted(h.parent for h in p.rglob("history") if h.is_dir()
-                           and not any(part == "parquet" for part in h.parts[-2:]))
-            if not below:
-                errors.append((arg, "no history/ directory in it or below it"))
-            for r in below:
-                add(r)
-    return found, errors
-
-
 def open_runs(paths: list[str], prefer_parquet: bool = True) -> tuple[list[Run], list[tuple[str, str]]]:
-    dirs, errors = discover(paths)
+    dirs, errors = store.find_runs(paths)
     runs = []
     for d in dirs:
-        produce, consume = _jsonl(d, "produce"), _jsonl(d, "consume")
+        produce, consume = store.history_files(d, "produce"), store.history_files(d, "consume")
         if not produce:
             errors.append((str(d), "no history/produce*.jsonl file"))
             continue
-        meta = {}
-        if (d / "run.json").is_file():
-            try:
-                meta = json.loads((d / "run.json").read_text())
-            except ValueError as e:
-                errors.append((str(d), f"run.json is not valid JSON: {e}"))
-                continue
+        meta, err = store.read_json(d / store.RUN_JSON)
+        if err:
+            errors.append((str(d), err))
+            continue
+        meta = meta or {}
         run = Run(str(d), produce, consume, meta)
         pq = _parquet_fresh(d, produce + consume) if prefer_parquet else None
         if pq is not None:

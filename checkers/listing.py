@@ -19,6 +19,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from harness import store
 from checkers.history import JSONL_BYTES_PER_RECORD, META, PARQUET_BYTES_PER_RECORD, PARQUET_DIR, Run, _respell
 
 SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
@@ -46,8 +47,8 @@ _HISTORY_FILE = re.compile(r"^(.*)/(history/(?:parquet/.*|[^/]+))$")
 
 def _split(path: str) -> tuple[str, str] | None:
     """(run dir, path below it) for the files that say where their run is."""
-    if path.endswith("/run.json"):
-        return path[: -len("/run.json")], "run.json"
+    if path.endswith(f"/{store.RUN_JSON}"):
+        return path[: -len(f"/{store.RUN_JSON}")], store.RUN_JSON
     m = _HISTORY_FILE.match(path)
     return (m.group(1), m.group(2)) if m else None
 
@@ -71,8 +72,8 @@ def find(spark, uri: str) -> tuple[list[Listed], list[tuple[str, str]]]:
     runs: dict[str, Listed] = {}
     checks: dict[str, tuple[int, float]] = {}
     for f in files:
-        if f.path.endswith("/check.json"):  # a run's verdict; it does not make a run
-            checks[f.path[: -len("/check.json")]] = (int(f.length), f.modificationTime.timestamp())
+        if f.path.endswith(f"/{store.CHECK_JSON}"):  # a run's verdict; it does not make a run
+            checks[f.path[: -len(f"/{store.CHECK_JSON}")]] = (int(f.length), f.modificationTime.timestamp())
             continue
         split = _split(f.path)
         if split is None:
@@ -87,7 +88,7 @@ def find(spark, uri: str) -> tuple[list[Listed], list[tuple[str, str]]]:
     listed = [runs[d] for d in keep]
     for r in listed:
         if r.dir in checks:
-            r.files["check.json"] = checks[r.dir]
+            r.files[store.CHECK_JSON] = checks[r.dir]
     if not listed:
         return [], [(uri, "no run directory (run.json or history/) in it or below it")]
     _read_small(spark, listed)
@@ -95,7 +96,7 @@ def find(spark, uri: str) -> tuple[list[Listed], list[tuple[str, str]]]:
 
 
 def _read_small(spark, listed: list[Listed]) -> None:
-    paths = [f"{r.dir}/{name}" for r in listed for name in ("run.json", "check.json") if name in r.files]
+    paths = [f"{r.dir}/{name}" for r in listed for name in (store.RUN_JSON, store.CHECK_JSON) if name in r.files]
     if not paths:
         return
     by_dir = {r.dir: r for r in listed}
@@ -109,7 +110,7 @@ def _read_small(spark, listed: list[Listed]) -> None:
             err = None if isinstance(value, dict) else f"{name} is not a JSON object"
         except (ValueError, UnicodeDecodeError) as e:
             value, err = None, f"{name} is not valid JSON: {e}"
-        if name == "run.json":
+        if name == store.RUN_JSON:
             r.meta, r.meta_error = (value if err is None else None), err
         else:
             r.check = value if err is None else None

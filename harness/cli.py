@@ -1,4 +1,5 @@
-"""The `mqchaos` command line. Each subcommand is a thin shell over one module."""
+"""The `mqchaos` command line. Each subcommand is a thin shell over one module (imported
+when the command runs: `mqchaos heal` need not start pyspark)."""
 from __future__ import annotations
 
 import sys
@@ -23,13 +24,13 @@ def check(run_dirs, ordering, master, unavailable_threshold, json_only):
     """Check one or many run directories in one Spark job; write check.json into each."""
     from checkers.check import main as check_main
 
+    from harness.report import refresh
+    from harness.store import find_runs
+
     code = check_main(list(run_dirs), ordering=ordering, master=master,
                       threshold=unavailable_threshold, prefer_parquet=not json_only)
     # Harness runs also get their prediction and report written again.
-    from checkers.history import discover
-    from harness.report import refresh
-
-    for d in discover(list(run_dirs))[0]:
+    for d in find_runs(list(run_dirs))[0]:
         held = refresh(d)
         if held is not None:
             click.echo(f"{d}: prediction {held['reason']}")
@@ -96,30 +97,27 @@ def validate(scenario_files):
 @click.argument("scenario_files", nargs=-1)
 def catalogue(only, repeat, retries, kind, master, merge_dirs, from_runs, scenario_files):
     """Run the scenario catalogue (default scenarios/*.yaml); summary.md/json and junit.xml
-    under results/<kind>/<timestamp>/. Exit 0 all valid, 1 anomalies, 2 harness errors."""
+    under results/<kind>/<timestamp>/. Exit 0 all valid, 1 anomalies, 2 undecided or harness
+    errors (merged by harness/verdicts.py: any 1 makes 1, else any 2 makes 2)."""
     from pathlib import Path
 
-    from harness.catalogue import merge, run_catalogue
+    from harness import store
+    from harness.batch import merge, rows_from_runs, run_batch, write_outputs
 
     if merge_dirs:
         out = merge([Path(d) for d in merge_dirs], kind=kind)
         click.echo((out / "summary.md").read_text())
         sys.exit(0)
     if from_runs:
-        from datetime import datetime, timezone
-
-        from harness.catalogue import rows_from_runs, write_outputs
-        from harness.runner import RESULTS
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
-        out = RESULTS / kind / stamp
+        out = store.new_batch_dir(kind)
         write_outputs(rows_from_runs([Path(d) for d in scenario_files]), [], out,
-                      f"mqchaos {kind}, {stamp}, summarised from {len(scenario_files)} run directories")
+                      f"mqchaos {kind}, {out.name}, summarised from {len(scenario_files)} run directories")
         click.echo((out / "summary.md").read_text())
         sys.exit(0)
 
-    sys.exit(run_catalogue(only.split(",") if only else None, repeat,
-                           [Path(f) for f in scenario_files] or None, kind=kind, retries=retries,
-                           master=master))
+    sys.exit(run_batch(only.split(",") if only else None, repeat,
+                       [Path(f) for f in scenario_files] or None, kind=kind, retries=retries,
+                       master=master))
 
 
 @main.command()
@@ -144,15 +142,24 @@ def run(scenario_file, keep_cluster, no_check):
 @main.command("suite")
 @click.argument("scenario_files", nargs=-1, required=True)
 @click.option("--keep-cluster", is_flag=True)
-def suite(scenario_files, keep_cluster):
-    """Run several scenarios and print one table (what `make test-partition` calls)."""
-    from harness.suite import run_suite
+@click.option("--retries", type=click.IntRange(0, 3), default=1, show_default=True,
+              help="Retries of a run whose harness failed (never of a finding).")
+def suite(scenario_files, keep_cluster, retries):
+    """Run the given scenarios in order and print one table (what `make test-partition`
+    calls): the catalogue's runner on a selection, summary under results/suites/."""
+    from pathlib import Path
 
-    sys.exit(run_suite(list(scenario_files), keep_cluster=keep_cluster))
+    from harness.batch import run_batch
+
+    sys.exit(run_batch(files=[Path(f) for f in scenario_files], kind="suites", retries=retries,
+                       keep_cluster=keep_cluster, sort=False, table="summary.txt"))
 
 
-from harness.cluster_cli import register; register(main)  # noqa: E402,E702
-from nemesis.cli import register as register_nemesis; register_nemesis(main)  # noqa: E402,E702
+from harness.cluster_cli import register  # noqa: E402 - the group must exist first
+from nemesis.cli import register as register_nemesis  # noqa: E402
+
+register(main)
+register_nemesis(main)
 
 if __name__ == "__main__":
     main()

@@ -6,8 +6,13 @@ import sys
 import time
 
 import click
+from pydantic import ValidationError
 
-KIND = click.Choice(["rabbitmq", "kafka"])
+from harness import brokers
+from harness.engine import compose_cmd, engine_answers, ensure_engine
+from harness.images import ensure_images
+
+KIND = click.Choice(list(brokers.KINDS))
 
 
 def _parse_sets(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -20,31 +25,10 @@ def _parse_sets(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def make_config(kind: str, partition_handling: str | None, net_ticktime: int | None,
-                sets: dict[str, str]):
-    if kind == "rabbitmq":
-        from harness.db.rabbitmq import RabbitConfig
-        settings: dict = dict(sets)
-        if partition_handling:
-            settings["partition_handling"] = partition_handling
-        if net_ticktime is not None:
-            settings["net_ticktime"] = net_ticktime
-        if "pause_if_all_down_nodes" in settings and isinstance(settings["pause_if_all_down_nodes"], str):
-            settings["pause_if_all_down_nodes"] = [n for n in settings["pause_if_all_down_nodes"].split(",") if n]
-        if "net_ticktime" in settings:
-            settings["net_ticktime"] = int(settings["net_ticktime"])
-        return RabbitConfig.from_settings(settings)
-    from harness.db.kafka import KafkaConfig
-    if partition_handling or net_ticktime is not None:
-        raise click.UsageError("--partition-handling / --net-ticktime are RabbitMQ settings")
-    return KafkaConfig.from_settings(sets)
-
-
 def register(main: click.Group) -> None:
     @main.command()
     def engine():
         """Make sure a Docker engine answers (install docker.io/docker-compose, start dockerd)."""
-        from harness.engine import compose_cmd, ensure_engine
         ensure_engine()
         click.echo(f"docker engine answers; compose: {' '.join(compose_cmd())}")
 
@@ -53,7 +37,6 @@ def register(main: click.Group) -> None:
     @click.option("--force", is_flag=True, help="Rebuild even if the inputs did not change.")
     def images(kinds, force):
         """Build the base image (debootstrap) and the broker images, if their inputs changed."""
-        from harness.images import ensure_images
         t0 = time.monotonic()
         for kind, ref in ensure_images(list(kinds) or None, force=force).items():
             click.echo(f"{kind}: {ref}")
@@ -61,25 +44,23 @@ def register(main: click.Group) -> None:
 
     @main.command()
     @click.argument("kind", type=KIND)
-    @click.option("--partition-handling", type=click.Choice(["ignore", "autoheal", "pause_minority",
-                                                             "pause_if_all_down"]), default=None,
-                  help="RabbitMQ cluster_partition_handling (default ignore).")
-    @click.option("--net-ticktime", type=int, default=None, help="RabbitMQ net_ticktime (default 10).")
     @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                  help="Broker setting: a config field (e.g. min_insync_replicas=2) or a raw "
+                  help="Broker setting, as in a scenario's cluster: block: a settings field (e.g. "
+                       "partition_handling=pause_minority, min_insync_replicas=2) or a raw "
                        "rabbitmq.conf / server.properties key (e.g. min.insync.replicas=2).")
     @click.option("--timeout", type=float, default=None, help="Seconds to wait for a healthy cluster.")
-    def up(kind, partition_handling, net_ticktime, sets, timeout):
+    def up(kind, sets, timeout):
         """Bring up a fresh three-node cluster and wait until it is healthy."""
-        from harness.db import get_cluster
-        from harness.engine import ensure_engine
-        from harness.images import ensure_images
         ensure_engine()
         ensure_images([kind])
-        cfg = make_config(kind, partition_handling, net_ticktime, _parse_sets(sets))
+        plugin = brokers.get(kind)
+        try:
+            cfg = plugin.settings(_parse_sets(sets))
+        except ValidationError as e:
+            raise click.BadParameter(str(e), param_hint="--set") from None
         if timeout:
             cfg.healthy_timeout = timeout
-        cluster = get_cluster(kind)
+        cluster = plugin.cluster()
         t0 = time.monotonic()
         cluster.up(cfg)
         click.echo(f"{kind} healthy in {time.monotonic() - t0:.1f}s")
@@ -87,30 +68,26 @@ def register(main: click.Group) -> None:
             click.echo(f"  {node}: {ep} ({cluster.address(node)})")
 
     @main.command()
-    @click.argument("kind", type=click.Choice(["rabbitmq", "kafka", "all"]), default="all")
+    @click.argument("kind", type=click.Choice([*brokers.KINDS, "all"]), default="all")
     def down(kind):
         """Remove a cluster's containers, network and volumes."""
-        from harness.db import KINDS, get_cluster
-        from harness.engine import engine_answers
         if not engine_answers():
             click.echo("no Docker engine answers: nothing to take down")
             return
-        for k in (KINDS if kind == "all" else [kind]):
-            get_cluster(k).down()
+        for k in (brokers.KINDS if kind == "all" else [kind]):
+            brokers.get_cluster(k).down()
             click.echo(f"{k}: down")
 
     @main.command()
     @click.option("--json", "as_json", is_flag=True)
     def status(as_json):
         """Nodes, their state and address, and each cluster's health."""
-        from harness.db import KINDS, get_cluster
-        from harness.engine import engine_answers
         if not engine_answers():
             click.echo("no Docker engine answers")
             sys.exit(1)
         report = {}
-        for kind in KINDS:
-            c = get_cluster(kind)
+        for kind in brokers.KINDS:
+            c = brokers.get_cluster(kind)
             st = c.status()
             entry: dict = {"nodes": {}}
             for node, s in st.items():
@@ -123,14 +100,7 @@ def register(main: click.Group) -> None:
                 entry["nodes"][node] = {"state": s, "address": addr}
             if any(s == "running" for s in st.values()):
                 try:
-                    if kind == "rabbitmq":
-                        entry["partitions"] = c.partitions()
-                        entry["healthy"] = c.healthy()
-                    else:
-                        entry["registered_brokers"] = c.registered_brokers()
-                        entry["controller"] = c.controller()
-                        entry["healthy"] = c.healthy()
-                        c.close()
+                    entry.update(c.describe())
                 except Exception as exc:  # noqa: BLE001
                     entry["error"] = str(exc).splitlines()[0]
             report[kind] = entry
@@ -148,6 +118,5 @@ def register(main: click.Group) -> None:
     @click.argument("run_dir")
     def logs(kind, run_dir):
         """Write each node's log to RUN_DIR/logs/<node>.log."""
-        from harness.db import get_cluster
-        get_cluster(kind).collect_logs(run_dir)
+        brokers.get_cluster(kind).collect_logs(run_dir)
         click.echo(f"logs written to {run_dir}/logs")

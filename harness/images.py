@@ -2,13 +2,12 @@
 
 1. ``debian:bookworm-slim``: pulled if a registry answers, else made with
    ``debootstrap --variant=minbase bookworm`` and ``docker import``.
-2. ``mqchaos/rabbitmq`` (compose/rabbitmq/Dockerfile) and ``mqchaos/kafka``
-   (compose/kafka/Dockerfile + the Kafka jars resolved from Maven Central with
-   compose/kafka/pom.xml). The kafka image also runs ZooKeeper.
+2. Each broker plug-in's image (its ``ImageSpec``: compose/<context>/Dockerfile, and what
+   its ``prepare`` puts in the build context, e.g. the Kafka jars from Maven Central).
 
 Each image is tagged ``<repo>:<hash>`` where the hash covers its build inputs (the
-files of compose/<kind>/ and the base image id) and ``<repo>:latest``; a build is
-skipped when the image for the current hash exists. Idempotent.
+spec's input files and the base image id) and ``<repo>:latest``; a build is skipped
+when the image for the current hash exists. Idempotent.
 """
 from __future__ import annotations
 
@@ -21,6 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import brokers
+from harness.brokers.base import ImageSpec
+from harness.engine import _apt_install, ensure_engine
 from harness.util import run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,11 +31,6 @@ BUILD_DIR = ROOT / "build" / "images"
 BASE_TAG = os.environ.get("MQCHAOS_BASE_IMAGE", "debian:bookworm-slim")
 MIRROR = os.environ.get("MQCHAOS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 SECURITY_MIRROR = os.environ.get("MQCHAOS_DEBIAN_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
-
-IMAGES = {
-    "rabbitmq": "mqchaos/rabbitmq",
-    "kafka": "mqchaos/kafka",
-}
 
 
 def log(msg: str) -> None:
@@ -61,7 +58,6 @@ def ensure_base() -> str:
             pass
         log(f"cannot pull {BASE_TAG}: building it with debootstrap")
     if not shutil.which("debootstrap"):
-        from harness.engine import _apt_install
         _apt_install(["debootstrap"])
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mqchaos-rootfs-") as tmp:
@@ -85,63 +81,52 @@ def ensure_base() -> str:
     return image_id(BASE_TAG)  # type: ignore[return-value]
 
 
-def inputs_hash(kind: str, base_id: str) -> str:
+def inputs_hash(spec: ImageSpec, base_id: str) -> str:
     h = hashlib.sha256()
     h.update(base_id.encode())
-    src = COMPOSE_DIR / kind
+    src = COMPOSE_DIR / spec.context
     for path in sorted(p for p in src.rglob("*") if p.is_file()):
-        # Only files that go into the image: the Dockerfile and, for kafka, the pom.
-        if path.name not in ("Dockerfile", "pom.xml"):
+        if path.name not in spec.inputs:  # only what goes into the image
             continue
         h.update(str(path.relative_to(src)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
-def _prepare_context(kind: str) -> Path:
-    ctx = BUILD_DIR / kind
+def _prepare_context(spec: ImageSpec) -> Path:
+    ctx = BUILD_DIR / spec.context
     ctx.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(COMPOSE_DIR / kind / "Dockerfile", ctx / "Dockerfile")
-    if kind == "kafka":
-        libs = ctx / "libs"
-        if libs.exists():
-            shutil.rmtree(libs)
-        libs.mkdir()
-        log("resolving the Kafka jars from Maven Central (mvn dependency:copy-dependencies)")
-        run(["mvn", "-q", "-B", "-f", str(COMPOSE_DIR / "kafka" / "pom.xml"),
-             "dependency:copy-dependencies", "-DincludeScope=runtime",
-             f"-DoutputDirectory={libs}"], timeout=1200)
-        if not any(libs.glob("kafka_2.13-*.jar")) or not any(libs.glob("zookeeper-*.jar")):
-            raise RuntimeError(f"maven did not resolve kafka/zookeeper jars into {libs}")
+    shutil.copy2(COMPOSE_DIR / spec.context / "Dockerfile", ctx / "Dockerfile")
+    if spec.prepare:
+        spec.prepare(ctx)
     return ctx
 
 
 def ensure_image(kind: str, base_id: str, force: bool = False) -> str:
-    repo = IMAGES[kind]
-    digest = inputs_hash(kind, base_id)
-    ref = f"{repo}:{digest}"
+    spec = brokers.get(kind).image
+    digest = inputs_hash(spec, base_id)
+    ref = f"{spec.repo}:{digest}"
     if not force and image_id(ref):
         log(f"{ref} is up to date")
     else:
-        if kind == "kafka" and not shutil.which("mvn"):
-            from harness.engine import _apt_install
-            _apt_install(["maven"])
-        ctx = _prepare_context(kind)
+        missing = [package for command, package in spec.tools if not shutil.which(command)]
+        if missing:
+            _apt_install(missing)
+        ctx = _prepare_context(spec)
         t0 = time.monotonic()
         log(f"building {ref}")
         env = dict(os.environ, DOCKER_BUILDKIT="0")
         run(["docker", "build", "-q", "--label", f"mqchaos.inputs={digest}", "-t", ref, str(ctx)],
             timeout=1800, env=env)
         log(f"built {ref} in {time.monotonic() - t0:.0f}s")
-    run(["docker", "tag", ref, f"{repo}:latest"], timeout=60)
+    run(["docker", "tag", ref, f"{spec.repo}:latest"], timeout=60)
     return ref
 
 
 def ensure_images(kinds: list[str] | None = None, force: bool = False) -> dict[str, str]:
-    from harness.engine import ensure_engine
     ensure_engine()
     base = ensure_base()
-    return {k: ensure_image(k, base, force=force) for k in (kinds or list(IMAGES))}
+    return {k: ensure_image(k, base, force=force) for k in (kinds or list(brokers.KINDS))}
 
 
 def main() -> int:

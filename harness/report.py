@@ -1,148 +1,28 @@
-"""The run's verdict against the scenario's prediction, and its report.
-
-`expect:` maps a measured quantity to a prediction: a number (equality),
-or a comparison string such as ">0", "<=5", "==0", or true/false for `valid`.
-"""
+"""A run's report: report.md and report.html (with throughput.png), from its run.json,
+check.json and artefacts. The verdict itself is ``harness.expect``'s."""
 from __future__ import annotations
 
 import html
 import json
-import operator
-import re
 from collections import Counter
 from pathlib import Path
 
-CHECKER_KEYS = {"attempted", "ok", "fail", "info", "produce_records", "delivered", "deliveries", "lost",
-                "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
-                "id_conflicts", "ordering_violations", "malformed_lines", "unavailable_s", "valid",
-                "unavailable_intervals", "drain_complete"}
-OPS = {">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
-       ">": operator.gt, "<": operator.lt}
-_CMP = re.compile(r"^\s*(>=|<=|==|!=|>|<)?\s*(-?[0-9.]+(?:e-?[0-9]+)?)\s*$")
+import matplotlib
+import matplotlib.pyplot as plt
 
+from harness import expect, store
+from harness.scenario import parse
 
-def decidable(sc) -> set[str]:
-    """The quantities a run of `sc` measures: what its `expect:` may name."""
-    from harness import observe, probes
-    keys = set(CHECKER_KEYS)
-    keys |= observe.RABBIT_MEASUREMENTS if sc.broker == "rabbitmq" else observe.KAFKA_MEASUREMENTS
-    keys |= probes.measurement_names(sc.probes)
-    if sc.workload.prefill:
-        keys |= {"prefill.seconds", "prefill.rate"}
-    return keys
-
-
-def flatten(d: dict, prefix: str = "") -> dict:
-    """{"throughput_ratio": {"all_vs_none": 0.2}} -> {"throughput_ratio.all_vs_none": 0.2}.
-    A mapping that is itself a value (masters per node) stays reachable under its own key."""
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        out[key] = v
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
-    return out
-
-
-def expectations(sc) -> dict:
-    """The scenario's predictions with nested mappings flattened (`a: {b: x}` is `a.b: x`),
-    except where the quantity itself is a mapping (`masters_after: {rabbit1: 3, ...}`)."""
-    keys = decidable(sc)
-    out = {}
-    for k, v in sc.expect.items():
-        if isinstance(v, dict) and k not in keys:
-            out.update({f"{k}.{kk}": vv for kk, vv in v.items()})
-        else:
-            out[k] = v
-    return out
-
-
-def measured(result: dict, info: dict) -> dict:
-    """Every quantity an `expect:` entry may name."""
-    m = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    m["valid"] = result.get("valid")
-    m["unavailable_intervals"] = len(result.get("unavailable") or [])
-    m["drain_complete"] = (info.get("drain") or {}).get("complete")
-    m.update(flatten(info.get("measurements") or {}))
-    if info.get("prefill"):
-        m.update(flatten({"prefill": info["prefill"]}))
-    return m
-
-
-def judge(expected, actual) -> bool | None:
-    if actual is None:
-        return None
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return actual == expected
-    if isinstance(expected, (list, dict)):
-        norm = (lambda x: sorted(x)) if isinstance(expected, list) else (lambda x: x)
-        return isinstance(actual, type(expected)) and norm(actual) == norm(expected)
-    if isinstance(expected, (int, float)):
-        return actual == expected
-    m = _CMP.match(str(expected))
-    if not m:
-        return None
-    return OPS[m.group(1) or "=="](actual, float(m.group(2)))
-
-
-def verdict(sc, result: dict, info: dict) -> dict:
-    m = measured(result, info)
-    checks = []
-    for key, exp in expectations(sc).items():
-        held = judge(exp, m.get(key)) if key in m else None
-        checks.append({"key": key, "expected": exp, "actual": m.get(key), "held": held})
-    if not checks:
-        held, reason = None, "the scenario states no prediction"
-    elif any(c["held"] is False for c in checks):
-        held, reason = False, "prediction did not hold: " + ", ".join(
-            f"{c['key']}={c['actual']} (predicted {c['expected']})" for c in checks if c["held"] is False)
-    elif any(c["held"] is None for c in checks):
-        held, reason = None, "could not decide: " + ", ".join(c["key"] for c in checks if c["held"] is None)
-    else:
-        held, reason = True, "prediction held"
-    if held is not None and result.get("lost") and not (info.get("drain") or {}).get("complete"):
-        held, reason = None, "could not decide: the drain did not finish, 'lost' may still be queued"
-    return {"held": held, "reason": reason, "checks": checks}
-
-
-def summary_row(sc, result: dict, info: dict, run_dir: Path) -> dict:
-    m = measured(result, info)
-    # The row's own measurement: what the prediction names beyond the usual counts.
-    specific = {k: m.get(k) for k in expectations(sc) if k not in CHECKER_KEYS}
-    if m.get("self_healed") is False:  # the cluster had to be restarted by hand: always shown
-        specific["self_healed"] = False
-    return {"scenario": sc.name, "id": sc.id, "attempted": result["attempted"], "confirmed": result["ok"],
-            "failed": result["fail"], "unknown": result["info"], "lost": result["lost"],
-            "duplicated": result["duplicated"], "ordering_violations": result["ordering_violations"],
-            "ordering": result.get("ordering"), "unavailable_s": result["unavailable_s"],
-            "blocked_s": m.get("blocked_s"), "measurement": specific, "valid": result["valid"],
-            "prediction": result["prediction"]["held"], "reason": result["prediction"]["reason"],
-            "expect": sc.expect, "brokers": info.get("brokers"), "report": str(run_dir / "report.md")}
-
-
-def _read_jsonl(files) -> list[dict]:
-    out = []
-    for f in files:
-        for line in Path(f).read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-    return out
+matplotlib.use("Agg")
 
 
 def faults(run_dir: Path) -> list[dict]:
-    p = run_dir / "nemesis.jsonl"
-    return _read_jsonl([p]) if p.exists() else []
+    return store.read_jsonl(Path(run_dir) / store.NEMESIS_LOG)
 
 
 def plot(run_dir: Path) -> Path | None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    produce = _read_jsonl(sorted((run_dir / "history").glob("produce*.jsonl")))
-    consume = _read_jsonl(sorted((run_dir / "history").glob("consume*.jsonl")))
+    produce = store.history_records(run_dir, "produce")
+    consume = store.history_records(run_dir, "consume")
     if not produce:
         return None
     per = {o: Counter() for o in ("ok", "fail", "info")}
@@ -165,7 +45,7 @@ def plot(run_dir: Path) -> Path | None:
     ax.set_ylabel("messages / s")
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    out = run_dir / "throughput.png"
+    out = run_dir / store.PLOT
     fig.savefig(out)
     plt.close(fig)
     return out
@@ -200,7 +80,7 @@ def write(run_dir: Path, sc, result: dict, info: dict) -> None:
         md += ["", "## Prediction", "", "| quantity | predicted | measured | held |", "|---|---|---|---|"]
         md += [f"| {c['key']} | {c['expected']} | {c['actual']} | {c['held']} |" for c in v["checks"]]
     meas = info.get("measurements") or {}
-    timelines = {k: meas[k] for k in ("isr_timeline", "queue_timeline") if meas.get(k)}
+    timelines = {k: meas[k] for k in sorted(meas) if k.endswith("_timeline") and meas[k]}
     plain = {k: v for k, v in meas.items() if k not in timelines}
     if plain or info.get("prefill"):
         md += ["", "## Measurements", "", "| quantity | value |", "|---|---|"]
@@ -208,8 +88,8 @@ def write(run_dir: Path, sc, result: dict, info: dict) -> None:
         if info.get("prefill"):
             md.append(f"| prefill | {json.dumps(info['prefill'])} |")
     for k, rows in timelines.items():
-        what = "ISR and leader" if k == "isr_timeline" else "queue master/leader and synchronised mirrors"
-        md += ["", f"## {what} over time (sampled each second, changes only)", "",
+        md += ["", f"## {k.removesuffix('_timeline').replace('_', ' ')} over time "
+               "(sampled each second, changes only)", "",
                "| t (s) | state |", "|---|---|"]
         md += [f"| {t} | {lab} |" for t, lab in rows[:200]]
     if result.get("lost_window"):
@@ -227,9 +107,9 @@ def write(run_dir: Path, sc, result: dict, info: dict) -> None:
         md += ["", f"![throughput]({png.name})"]
     md += ["", "Artefacts: `history/` (produce/consume JSONL + Parquet), `nemesis.jsonl`, `logs/`, "
            "`check.json`, `run.json`. Re-check offline: `mqchaos check " + str(run_dir) + "`."]
-    (run_dir / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+    (run_dir / store.REPORT_MD).write_text("\n".join(md) + "\n", encoding="utf-8")
     body = md_to_html(md)
-    (run_dir / "report.html").write_text(
+    (run_dir / store.REPORT_HTML).write_text(
         f"<!doctype html><meta charset=utf-8><title>{html.escape(sc.name)}</title>"
         f"<style>body{{font-family:sans-serif;max-width:60em}}td,th{{border:1px solid #ccc;padding:2px 6px}}"
         f"table{{border-collapse:collapse}}</style>\n{body}\n", encoding="utf-8")
@@ -265,21 +145,19 @@ def md_to_html(lines: list[str]) -> str:
     return "\n".join(out)
 
 
+def judge_and_write(run_dir: Path, sc, result: dict, info: dict) -> dict:
+    """The prediction judged, check.json and the report written; returns the verdict."""
+    result["prediction"] = expect.verdict(sc, result, info)
+    store.write_check(run_dir, result)
+    write(Path(run_dir), sc, result, info)
+    return result["prediction"]
+
+
 def refresh(run_dir: Path) -> dict | None:
     """After an offline re-check: the prediction and the report again, from
     the run's own run.json (the scenario as run) and the new check.json."""
-    from harness.scenario import parse
-
     run_dir = Path(run_dir)
-    try:
-        info = json.loads((run_dir / "run.json").read_text())
-        result = json.loads((run_dir / "check.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if "params" not in info:
+    info, result = store.read_run(run_dir), store.read_check(run_dir)
+    if info is None or result is None or "params" not in info:
         return None  # not a harness run: nothing was predicted
-    sc = parse(info["params"], str(run_dir / "run.json"))
-    result["prediction"] = verdict(sc, result, info)
-    (run_dir / "check.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-    write(run_dir, sc, result, info)
-    return result["prediction"]
+    return judge_and_write(run_dir, parse(info["params"], str(run_dir / store.RUN_JSON)), result, info)

@@ -9,8 +9,6 @@ history written so far stays in the run directory.
 """
 from __future__ import annotations
 
-import json
-import os
 import signal
 import sys
 import threading
@@ -18,29 +16,19 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from checkers.check import check_runs
+from checkers.history import convert, open_runs
+from checkers.spark import session
+from harness import brokers, observe, report, rows, store
 from harness.clients.base import Worker
 from harness.history import JsonlWriter, RunClock
 from harness.scenario import Scenario
-
-EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
-RESULTS = Path(os.environ.get("MQCHAOS_RESULTS", Path(__file__).resolve().parent.parent / "results"))
+from harness.verdicts import EXIT_UNKNOWN, exit_code
+from nemesis.core import Nemesis
 
 
 class Interrupted(BaseException):
     """SIGTERM, handled like Ctrl-C."""
-
-
-def new_run_dir(scenario: str, root: Path = RESULTS) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S.%fZ")[:-4] + "Z"
-    d = root / scenario / stamp
-    (d / "history").mkdir(parents=True)
-    for link, target in ((root / scenario / "latest", stamp), (root / "latest", f"{scenario}/{stamp}")):
-        tmp = link.with_name(link.name + ".tmp")
-        if tmp.is_symlink():
-            tmp.unlink()
-        tmp.symlink_to(target)
-        tmp.replace(link)
-    return d
 
 
 def log(msg: str) -> None:
@@ -77,10 +65,11 @@ class Progress(threading.Thread):
 class Run:
     """One run of one scenario. `execute()` returns the exit code."""
 
-    def __init__(self, sc: Scenario, *, keep_cluster: bool = False, results: Path = RESULTS,
+    def __init__(self, sc: Scenario, *, keep_cluster: bool = False, results: Path | None = None,
                  check: bool = True):
         self.sc, self.keep_cluster, self.do_check = sc, keep_cluster, check
-        self.dir = new_run_dir(sc.name, results)
+        self.broker = brokers.get(sc.broker)
+        self.dir = store.new_run_dir(sc.name, results)
         self.clock = RunClock(time.monotonic())  # a new origin per run, even in a suite
         self.clock.export()
         self.stop_all = threading.Event()
@@ -99,9 +88,7 @@ class Run:
 
     # -- bookkeeping ----------------------------------------------------------------
     def _write_info(self) -> None:
-        tmp = self.dir / "run.json.tmp"
-        tmp.write_text(json.dumps(self.info, indent=1, default=str) + "\n")
-        tmp.replace(self.dir / "run.json")
+        store.write_run(self.dir, self.info)
 
     def phase(self, name: str) -> None:
         self.info["phases"][name] = self.clock.now()
@@ -109,7 +96,7 @@ class Run:
         log(f"{name} (t={self.clock.now():.1f}s)")
 
     def writer(self, kind: str, who: str) -> JsonlWriter:
-        return JsonlWriter(self.dir / "history" / f"{kind}-{who}.jsonl")
+        return JsonlWriter(self.dir / store.HISTORY / f"{kind}-{who}.jsonl")
 
     # -- the loop -----------------------------------------------------------------------
     def execute(self) -> int:
@@ -138,60 +125,31 @@ class Run:
         return code
 
     def _up(self) -> None:
-        from harness.db import get_cluster
-        from nemesis.core import Nemesis
-
         self.phase("cluster-up")
-        self.cluster = get_cluster(self.sc.broker)
-        self.cluster.up(self._config())
-        self.info["brokers"] = self._versions()
+        self.cluster = self.broker.cluster()
+        self.cluster.up(self.sc.cluster)
+        try:
+            self.info["brokers"] = self.cluster.versions()
+        except Exception as e:  # noqa: BLE001 - versions are informative only
+            self.info["brokers"] = {"error": str(e)}
         # The run loop owns the signals: it heals in its own `finally`.
         self.nemesis = Nemesis(self.cluster, self.dir, self.clock, seed=self.sc.seed,
-                               context=self._context(), handle_signals=False,
+                               subject=self.sc.subject(), handle_signals=False,
                                heal_timeout=self.sc.timing.heal_timeout)
         self.nemesis.heal()
 
-    def _config(self):
-        if self.sc.broker == "rabbitmq":
-            from harness.db.rabbitmq import RabbitConfig
-            return RabbitConfig.from_settings(self.sc.cluster)
-        from harness.db.kafka import KafkaConfig
-        return KafkaConfig.from_settings(self.sc.cluster)
-
-    def _context(self) -> dict:
-        """What role-based nemesis targets resolve against."""
-        if self.sc.broker == "rabbitmq":
-            return {"queue": self.sc.queue.name}
-        return {"topic": self.sc.topic.name, "partition": 0}
-
-    def _versions(self) -> dict:
-        try:
-            if self.sc.broker == "rabbitmq":
-                ov = self.cluster.api("overview")
-                return {"rabbitmq": ov.get("rabbitmq_version"), "erlang": ov.get("erlang_version")}
-            rc, out = self.cluster.exec("kafka1", ["sh", "-c", "ls /opt/kafka/libs | grep -m1 '^kafka_'"],
-                                        check=False)
-            return {"kafka": out.strip() or None}
-        except Exception as e:  # noqa: BLE001 - versions are informative only
-            return {"error": str(e)}
-
     def _setup(self) -> None:
         self.phase("setup")
-        from harness import workload
-
-        from harness.observe import Observer
-        from harness.probes import Probes
-
-        workload.declare(self.cluster, self.sc)
-        self.probes = Probes(self)
+        self.broker.declare(self)
+        self.probes = self.broker.probes(self)
         self.probes.setup()
-        self.observer = Observer(self.cluster, self.sc, self.dir, self.clock)
+        self.observer = observe.Observer(self.broker, self.cluster, self.sc, self.dir, self.clock)
         self.observer.start()
         if self.sc.workload.prefill:
             self.phase("prefill")
-            self.info["prefill"] = workload.prefill(self)
-        self.consumers = workload.consumers(self)
-        self.producers = workload.producers(self)
+            self.info["prefill"] = self.broker.prefill(self)
+        self.consumers = self.broker.consumers(self)
+        self.producers = self.broker.producers(self)
         for w in self.consumers + self.producers:
             w.start()
 
@@ -237,11 +195,9 @@ class Run:
         for w in self.producers:
             w.stop()
         for w in self.producers:
-            w.join(self.sc.workload.confirm_timeout + self.sc.workload.delivery_timeout_ms / 1000 + 30)
+            w.join(self.sc.workload.outcome_timeout() + 40)
         self.phase("drain")
-        from harness import workload
-
-        self.info["drain"] = workload.drain(self)
+        self.info["drain"] = self.broker.drain(self)
         self._write_info()
 
     def _shutdown(self) -> None:
@@ -276,9 +232,8 @@ class Run:
         self._write_info()
 
     def _measure(self) -> None:
-        from harness import observe
         try:
-            m = observe.measure(self.dir, self.sc, self.info)
+            m = observe.measure(self.broker, self.dir, self.sc, self.info)
         except Exception as e:  # noqa: BLE001 - a measurement that fails is unknown, not a crash
             m = {"error": f"{type(e).__name__}: {e}"}
         m.update(self.probes.measurements if self.probes else {})
@@ -288,10 +243,6 @@ class Run:
 
     def _check_and_report(self) -> int:
         self.phase("check")
-        from checkers.check import check_runs
-        from checkers.history import convert, open_runs
-        from checkers.spark import session
-
         spark = session(None, "mqchaos-run")
         convert(spark, str(self.dir))
         runs, errors = open_runs([str(self.dir)])
@@ -303,14 +254,9 @@ class Run:
     def finish(self, result: dict) -> int:
         """Judge the checked run against its prediction, write check.json and the report."""
         result["checked_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        from harness import report
-
-        verdict = report.verdict(self.sc, result, self.info)
-        result["prediction"] = verdict
-        (self.dir / "check.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-        report.write(self.dir, self.sc, result, self.info)
-        self.info["summary"] = report.summary_row(self.sc, result, self.info, self.dir)
-        code = EXIT_UNKNOWN if result["valid"] is None else (EXIT_VALID if result["valid"] else EXIT_INVALID)
+        report.judge_and_write(self.dir, self.sc, result, self.info)
+        self.info["summary"] = rows.run_row(self.sc, result, self.info, self.dir)
+        code = exit_code(result["valid"])
         self.info["exit_code"] = code
         self._write_info()
         return code

@@ -1,22 +1,22 @@
 """`mqchaos heal` and `mqchaos nemesis`: lift every fault; run a schedule by hand."""
 from __future__ import annotations
 
+import json
+import os
 import sys
-import time
+import threading
 from pathlib import Path
 
 import click
 
-KINDS = ["rabbitmq", "kafka"]
-ROOT = Path(__file__).resolve().parent.parent
+from harness import brokers, store
+from harness.engine import engine_answers
+from harness.history import RunClock
+from nemesis import net
+from nemesis.core import Nemesis, heal_and_close, heal_run_dir
+from nemesis.schedule import load
 
-
-def state_files() -> list[Path]:
-    """State files of runs that died with faults active (results/<scenario>/<time>/)."""
-    import os
-    from nemesis.core import STATE_FILE
-    results = Path(os.environ.get("MQCHAOS_RESULTS", ROOT / "results"))
-    return sorted(results.glob(f"*/*/{STATE_FILE}"))[:100] + sorted(results.glob(f"nemesis/*/{STATE_FILE}"))[:100]
+KINDS = list(brokers.KINDS)
 
 
 def _present(cluster) -> bool:
@@ -24,10 +24,7 @@ def _present(cluster) -> bool:
 
 
 def heal_kind(kind: str, wait: bool) -> str:
-    from harness.db import get_cluster
-    from nemesis import net
-    from nemesis.core import Nemesis, heal_and_close
-    cluster = get_cluster(kind)
+    cluster = brokers.get_cluster(kind)
     if not _present(cluster):
         return f"{kind}: no containers"
     heal_and_close(Nemesis(cluster, handle_signals=False), wait)
@@ -38,8 +35,6 @@ def heal_kind(kind: str, wait: bool) -> str:
 
 def _alive(state_file: Path) -> bool:
     """Is the harness that wrote this state file still running? (Then it records its own.)"""
-    import json
-    import os
     try:
         pid = int(json.loads(state_file.read_text()).get("pid", 0))
         if pid <= 0 or pid == os.getpid():
@@ -60,13 +55,11 @@ def register(main: click.Group) -> None:
         """Remove every project iptables rule and tc qdisc, unpause and start every node, and
         wait until the cluster is whole. Faults listed in a run's nemesis-state.json (--run-dir,
         or any under results/) are also written to that run's nemesis.jsonl. Idempotent."""
-        from harness.engine import engine_answers
-        from nemesis.core import heal_run_dir
         if not engine_answers():
             click.echo("no Docker engine answers: nothing to heal")
             return
         # without --run-dir: every run under results/ that died with faults active
-        dirs = [Path(run_dir)] if run_dir else [p.parent for p in state_files() if not _alive(p)]
+        dirs = [Path(run_dir)] if run_dir else [p.parent for p in store.state_files() if not _alive(p)]
         for d in dirs:
             state = heal_run_dir(d, wait=not no_wait)
             click.echo(f"{d}: " + (f"undid and recorded {len(state['active'])} active fault(s) of "
@@ -85,14 +78,9 @@ def register(main: click.Group) -> None:
     def nemesis_cmd(kind, schedule_file, run_dir, seed, hold):
         """Run a nemesis schedule (YAML: a list of steps, or a scenario with `nemesis:`) against
         a running cluster, then heal. Ctrl-C / SIGTERM heal too."""
-        import threading
-        from harness.db import get_cluster
-        from harness.history import RunClock
-        from nemesis.core import Nemesis
-        from nemesis.schedule import load
         steps = load(schedule_file)
-        run_dir = Path(run_dir or Path("results") / "nemesis" / time.strftime("%Y-%m-%dT%H-%M-%SZ", time.gmtime()))
-        cluster = get_cluster(kind)
+        run_dir = Path(run_dir) if run_dir else store.results_root() / "nemesis" / store.stamp()
+        cluster = brokers.get_cluster(kind)
         with Nemesis(cluster, run_dir, clock=RunClock(), seed=seed) as nem:
             nem.run(steps)
             click.echo(f"schedule done; holding {hold:.0f}s", err=True)

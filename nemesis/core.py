@@ -2,7 +2,7 @@
 
 Use::
 
-    cluster = get_cluster("rabbitmq"); cluster.up(cfg)
+    cluster = brokers.get_cluster(name); cluster.up(settings)
     with Nemesis(cluster, run_dir, clock=clock, seed=seed) as nem:   # heals first
         ...start clients...
         nem.run(schedule.parse(scenario["nemesis"]), stop=stop_event)
@@ -29,15 +29,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import brokers, store
 from harness.history import JsonlWriter, RunClock
 from harness.util import wait_until
 from nemesis import faults as F
 from nemesis import net
 from nemesis.schedule import FAULTS, Step, parse
+from nemesis.targets import resolve
 
-STATE_FILE = "nemesis-state.json"
-LOG_FILE = "nemesis.jsonl"
-FINDINGS_FILE = "findings.jsonl"
+STATE_FILE = store.NEMESIS_STATE
+LOG_FILE = store.NEMESIS_LOG
+FINDINGS_FILE = store.FINDINGS
 CLOSING = ("start", "unpause", "heal")  # steps that end earlier faults rather than start one
 
 
@@ -49,9 +51,9 @@ class Nemesis:
     def __init__(self, cluster: Any, run_dir: str | os.PathLike | None = None,
                  clock: RunClock | None = None, seed: int = 0, stale_after: float | None = None,
                  heal_timeout: float = 240.0, handle_signals: bool = True,
-                 context: dict | None = None, settle: float = 5.0) -> None:
+                 subject: str | None = None, settle: float = 5.0) -> None:
         self.cluster = cluster
-        self.context = dict(context or {})  # default queue / topic / partition for role targets
+        self.subject = subject  # what a bare role target (leader, queue_master...) is about
         self.run_dir = Path(run_dir) if run_dir else None
         self.clock = clock or RunClock()
         self.seed = seed
@@ -147,7 +149,7 @@ class Nemesis:
         log(f"{f.fault} {f.targets} over at t={f.t_end:.1f}")
 
     def _ctx(self) -> F.Ctx:
-        return F.Ctx(self.cluster, self.rng, self.clock.now, self.context)
+        return F.Ctx(self.cluster, self.rng, self.clock.now, self.subject)
 
     # ---- faults ---------------------------------------------------------------------------
     def apply(self, fault: str | Step, targets: Any = None, duration: float | None = None,
@@ -188,8 +190,7 @@ class Nemesis:
         if st.fault == "heal":
             self.heal(wait=bool(st.params.get("wait", True)), timeout=st.params.get("timeout"))
             return
-        from nemesis.targets import resolve
-        nodes = set(resolve(self.cluster, st.targets, self.rng, self.context))
+        nodes = set(resolve(self.cluster, st.targets, self.rng, self.subject))
         key = "start" if st.fault == "start" else "unpause"
         for n in (n for n in self.cluster.nodes() if n in nodes):  # ZooKeeper before brokers
             (self.cluster.start if key == "start" else self.cluster.unpause)(n)
@@ -304,15 +305,10 @@ class Nemesis:
 
     def restart_stuck(self, timeout: float | None = None) -> list[str]:
         """What an operator does when the cluster does not recover by itself after
-        the heal: restart the nodes that do not serve (RabbitMQ: not running or
-        its app down; Kafka: a broker not registered), then wait until whole
-        (TimeoutError if still not). Returns the nodes restarted."""
+        the heal: restart the nodes that do not serve (the broker says which), then wait
+        until whole (TimeoutError if still not). Returns the nodes restarted."""
         c = self.cluster
-        if c.kind == "rabbitmq":
-            stuck = [n for n in c.nodes() if not c.running(n) or not c._app_running_http(n)]
-        else:
-            registered = set(c.registered_brokers())
-            stuck = [n for n in c.brokers() if n not in registered]
+        stuck = c.stuck_nodes()
         for n in stuck:
             if c.running(n):
                 c.stop(n)
@@ -321,13 +317,10 @@ class Nemesis:
         return stuck
 
     def wait_whole(self, timeout: float | None = None) -> None:
-        timeout = timeout or self.heal_timeout
-        if self.cluster.kind == "rabbitmq":
-            self._rabbit_whole(timeout)
-        else:
-            whole = self._steady(lambda: self.cluster.zk_quorum() and
-                                 self.cluster.registered_brokers() == self.cluster.brokers())
-            wait_until(whole, timeout, "ZooKeeper quorum and every broker registered", 1.0)
+        """Until the broker says the cluster serves again, steadily; a recovery the broker
+        needed on the way is run and recorded as a finding."""
+        self.cluster.wait_whole(timeout or self.heal_timeout, self._steady, self._recover,
+                                stale_after=self.stale_after)
 
     def _steady(self, cond: Any) -> Any:
         """``cond`` made to hold for ``settle`` seconds in a row (for ``wait_until``); a flap
@@ -349,57 +342,13 @@ class Nemesis:
             return now - since[0] >= self.settle
         return check
 
-    # ---- RabbitMQ: a partition must be seen to heal ----------------------------------------
-    def partition_handling(self) -> str:
-        conf = self.cluster.conf_dir() / "rabbitmq.conf"
-        if conf.exists():
-            for line in conf.read_text().splitlines():
-                key, _, value = line.partition("=")
-                if key.strip() == "cluster_partition_handling":
-                    return value.strip()
-        return getattr(getattr(self.cluster, "config", None), "partition_handling", "ignore")
-
-    def _rabbit_whole(self, timeout: float) -> None:
-        """Wait for "no partitions, every node running". If a partition entry outlives the
-        network cut, run the documented recovery (``stop_app``/``start_app`` on the node
-        holding it, the most-partitioned first) and record it as a finding."""
-        c, t0 = self.cluster, time.monotonic()
-        handling = self.partition_handling()
-        # under `ignore` RabbitMQ never heals itself; other modes get time to do their job
-        patience = self.stale_after if self.stale_after is not None else (
-            20.0 if handling == "ignore" else 90.0)
-        patience = min(patience, timeout)
-        try:
-            wait_until(self._steady(c.healthy), patience, "RabbitMQ: no partitions, all nodes running", 1.0)
-            return
-        except TimeoutError:
-            pass
-        for _ in range(len(c.nodes())):
-            parts = c.partitions()
-            holders = sorted((n for n, p in parts.items() if p), key=lambda n: (-len(parts[n]), n))
-            if not holders:
-                break
-            self._recover(holders[0], parts, handling, time.monotonic() - t0)
-            try:
-                wait_until(self._steady(c.healthy), 60, "RabbitMQ whole after stop_app/start_app", 1.0)
-                return
-            except TimeoutError:
-                continue
-        left = max(10.0, timeout - (time.monotonic() - t0))
-        wait_until(self._steady(c.healthy), left, "RabbitMQ: no partitions, all nodes running", 1.0)
-
-    def _recover(self, node: str, parts: dict, handling: str, waited: float) -> None:
-        finding = {"finding": "stale_partition", "node": node, "partitions": parts,
-                   "partition_handling": handling, "waited_s": round(waited, 1),
-                   "expected": handling == "ignore",
-                   "recovery": f"rabbitmqctl stop_app && rabbitmqctl start_app on {node}"}
-        log(f"partition entries {parts} {waited:.0f}s after the heal; recovering {node}")
+    def _recover(self, finding: dict, action: Any) -> None:
+        """Run a recovery step the broker needed after the heal, and record it as a finding."""
         t = self.clock.now()
-        self.cluster.stop_app(node)
-        self.cluster.start_app(node)
-        finding["t"] = t
+        action()
+        finding = {**finding, "t": t}
         self.findings.append(finding)
-        self._write({"fault": "recover", "targets": [node], "t_start": t, "t_end": self.clock.now(),
+        self._write({"fault": "recover", "targets": [finding.get("node")], "t_start": t, "t_end": self.clock.now(),
                      "details": finding})
         if self.run_dir is not None:
             with JsonlWriter(self.run_dir / FINDINGS_FILE) as w:
@@ -432,8 +381,7 @@ def heal_run_dir(run_dir: str | os.PathLike, wait: bool = True) -> dict | None:
     if not path.exists():
         return None
     state = json.loads(path.read_text())
-    from harness.db import get_cluster
-    cluster = get_cluster(state["kind"])
+    cluster = brokers.get_cluster(state["kind"])
     cluster.project = state.get("project", cluster.project)
     nem = Nemesis(cluster, run_dir, clock=RunClock(float(state["t0"])), handle_signals=False)
     nem._active = [F.Fault.from_json(f) for f in state["active"]]
@@ -450,5 +398,4 @@ def heal_and_close(nem: Nemesis, wait: bool = True) -> None:
         nem.heal(wait=wait)
     finally:
         nem.close()
-        if hasattr(nem.cluster, "close"):
-            nem.cluster.close()
+        nem.cluster.close()

@@ -61,7 +61,7 @@ class Ctx:
     cluster: Any
     rng: random.Random
     now: Callable[[], float]
-    context: dict = field(default_factory=dict)
+    subject: str | None = None  # the run's queue / topic, for bare role targets
 
 
 def _addr_of(ctx: Ctx) -> Callable[[str], str]:
@@ -82,7 +82,7 @@ def _real(ctx: Ctx, nodes: list[str], what: str) -> list[str]:
 
 # ---- planning ------------------------------------------------------------------------------
 def plan_partition(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
-    grudge = grudge_for(ctx.cluster, spec, ctx.rng, ctx.context)
+    grudge = grudge_for(ctx.cluster, spec, ctx.rng, ctx.subject)
     addr = _addr_of(ctx)
     prob = params.get("probability")
     if f.fault == "loss":
@@ -105,7 +105,7 @@ def plan_partition(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
 def plan_bandwidth(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
     if "rate" not in params:
         raise TargetError("bandwidth needs params.rate (e.g. 1mbit)")
-    nodes = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.context), "bandwidth")
+    nodes = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.subject), "bandwidth")
     tbf = {n: net.tbf_spec(net.default_dev(ctx.cluster, n), str(params["rate"]),
                            str(params.get("burst", "32kbit")), str(params.get("latency", "400ms")))
            for n in nodes}
@@ -115,7 +115,7 @@ def plan_bandwidth(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
 
 
 def plan_nodes(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
-    f.targets = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.context), f.fault)
+    f.targets = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.subject), f.fault)
     undo = {"kill": "start", "stop": "start", "pause": "unpause"}.get(f.fault)
     if f.fault == "wipe" and not params.get("start", True):
         undo = "start"
@@ -132,21 +132,13 @@ PLANNERS: dict[str, Callable[[Ctx, Fault, Any, dict], None]] = {
 
 
 # ---- executing -----------------------------------------------------------------------------
-def _wait_rejoined(cluster: Any, node: str, timeout: float) -> None:
-    if cluster.kind == "rabbitmq":
-        cluster.wait_node_rejoined(node, timeout=timeout)
-    elif node in cluster.brokers():
-        from harness.util import wait_until
-        wait_until(lambda: node in cluster.registered_brokers(), timeout, f"{node} registered", 0.5)
-
-
 def _restart(ctx: Ctx, node: str, params: dict) -> dict:
     step = {"node": node, "stop": ctx.now()}
     ctx.cluster.stop(node, timeout=float(params.get("timeout", 60)))
     step["start"] = ctx.now()
     ctx.cluster.start(node)
     if params.get("wait", True):
-        _wait_rejoined(ctx.cluster, node, float(params.get("rejoin_timeout", 180)))
+        ctx.cluster.wait_rejoined(node, float(params.get("rejoin_timeout", 180)))
         step["rejoined"] = ctx.now()
     return step
 
@@ -162,17 +154,12 @@ def execute(ctx: Ctx, f: Fault, params: dict) -> None:
 
 
 def _wipe(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
-    kw = {"start": bool(params.get("start", True))}
-    if ctx.cluster.kind == "rabbitmq":
-        kw["forget"] = bool(params.get("forget", True))
-    ctx.cluster.wipe(node, **kw)
-    if kw["start"] and params.get("wait", False):
-        _wait_rejoined(ctx.cluster, node, float(params.get("rejoin_timeout", 180)))
-
-
-def _restart_app(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
-    ctx.cluster.stop_app(node)
-    ctx.cluster.start_app(node)
+    start = bool(params.get("start", True))
+    # what else the params say (RabbitMQ: forget) is the broker's to read
+    options = {k: v for k, v in params.items() if k not in ("start", "wait", "rejoin_timeout")}
+    ctx.cluster.wipe(node, start=start, **options)
+    if start and params.get("wait", False):
+        ctx.cluster.wait_rejoined(node, float(params.get("rejoin_timeout", 180)))
 
 
 def _rolling(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
@@ -186,8 +173,22 @@ NODE_ACTIONS: dict[str, Callable[[Ctx, str, dict, Fault], None]] = {
     "wipe": _wipe,
     "restart": _rolling,
     "rolling_restart": _rolling,
-    "restart_app": _restart_app,
+    "restart_app": lambda ctx, n, p, f: ctx.cluster.restart_app(n),
 }
+
+# What each fault asks of the broker's nodes (harness.brokers.base capabilities): a scenario
+# whose broker lacks one is refused at validation, before anything runs.
+NEEDS: dict[str, frozenset[str]] = {
+    "kill": frozenset({"kill", "start"}), "stop": frozenset({"stop", "start"}),
+    "pause": frozenset({"pause"}), "unpause": frozenset({"pause"}),
+    "wipe": frozenset({"wipe", "start"}), "start": frozenset({"start"}),
+    "restart": frozenset({"stop", "start"}), "rolling_restart": frozenset({"stop", "start"}),
+    "restart_app": frozenset({"restart_app"}),
+}
+
+
+def missing_capabilities(fault: str, capabilities: frozenset[str]) -> list[str]:
+    return sorted(NEEDS.get(fault, frozenset()) - capabilities)
 
 
 def undo(cluster: Any, f: Fault, keys: tuple[str, ...] = UNDO_ORDER) -> None:

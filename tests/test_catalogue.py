@@ -7,7 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import catalogue, observe, probes, report
+from harness import batch as catalogue
+from harness import expect, measures, probes
+from harness import rows as R
+from harness.brokers.kafka import observe as kafka_observe
+from harness.brokers.rabbitmq import observe as rabbit_observe
 from harness.scenario import parse
 
 
@@ -23,7 +27,7 @@ def test_kafka_measures_from_samples():
          _kafka(5, None, ["kafka1"], "kafka2"),               # leaderless, new controller
          _kafka(6, "kafka2", ["kafka2"], "kafka2"),
          _kafka(9, "kafka2", ["kafka2", "kafka3"], "kafka2")]
-    m = observe.kafka_measures(s, fault_start=1.0)
+    m = kafka_observe.partition_measures(s, fault_start=1.0)
     assert m["isr_min"] == 1
     assert m["isr_below_2_s"] == 6.0          # t=3..9: the samples at 3, 5, 6 stand until the next
     assert m["leaderless_s"] == 1.0
@@ -36,9 +40,9 @@ def test_kafka_measures_from_samples():
 
 def test_kafka_measures_without_change():
     s = [_kafka(t, "kafka3", ["kafka1", "kafka2", "kafka3"]) for t in range(5)]
-    m = observe.kafka_measures(s, fault_start=0.0)
+    m = kafka_observe.partition_measures(s, fault_start=0.0)
     assert m["isr_min"] == 3 and m["isr_shrink_s"] is None and not m["new_leader_elected"]
-    assert observe.kafka_measures([{"t": 0, "error": "x"}], 0.0) == {}
+    assert kafka_observe.partition_measures([{"t": 0, "error": "x"}], 0.0) == {}
 
 
 def test_rabbit_measures_from_samples():
@@ -46,7 +50,7 @@ def test_rabbit_measures_from_samples():
                                  "synchronised": sync}
     s = [q(0, "rabbit1", ["rabbit2", "rabbit3"]), q(2, "rabbit1", ["rabbit2"]), q(4, None, []),
          q(5, "rabbit2", ["rabbit3"]), q(8, "rabbit2", ["rabbit2", "rabbit3"]), q(9, "rabbit2", ["rabbit2", "rabbit3"])]
-    m = observe.rabbit_measures(s)
+    m = rabbit_observe.queue_measures(s)
     assert m["masters_seen"] == ["rabbit1", "rabbit2"] and m["master_changes"] == 1 and m["new_master_elected"]
     assert m["unsynchronised_s"] == 2 + 3     # t=2..4 and 5..8; no master at t=4 is not "unsynchronised"
 
@@ -62,10 +66,10 @@ LOGS = {
 
 
 def test_rabbit_log_measures():
-    m = observe.rabbit_log_measures(LOGS)
+    m = rabbit_observe.log_measures(LOGS)
     assert m == {"paused_nodes": ["rabbit1"], "paused_count": 1, "partition_detected": True,
                  "autoheal_losers": ["rabbit1"], "autoheal_loser_count": 1}
-    quiet = observe.rabbit_log_measures({"rabbit1": "ok", "rabbit2": ""})
+    quiet = rabbit_observe.log_measures({"rabbit1": "ok", "rabbit2": ""})
     assert quiet["paused_count"] == 0 and not quiet["partition_detected"] and quiet["autoheal_losers"] == []
 
 
@@ -73,7 +77,7 @@ def test_kafka_log_truncations():
     logs = {"kafka1": "[Log partition=mqchaos-0, dir=/data] Truncating to offset 120 (kafka.log.UnifiedLog)\n"
                       "[Log partition=other-0, dir=/data] Truncating to offset 3\n",
             "zk1": "[Log partition=mqchaos-0, dir=/data] Truncating to offset 1\n"}
-    assert observe.kafka_log_measures(logs, "mqchaos")["log_truncations"] == 1
+    assert kafka_observe.log_measures(logs, "mqchaos")["log_truncations"] == 1
 
 
 def _blocked_reference(events, start, end):
@@ -88,7 +92,7 @@ def test_blocked_s_is_the_longest_silent_stretch(oks, dlv, start, length):
     end = start + length
     produce = [{"outcome": "ok", "t_complete": t} for t in oks] + [{"outcome": "info", "t_complete": 1.0}]
     consume = [{"t": t} for t in dlv]
-    got = observe.blocked_s(produce, consume, start, end)
+    got = measures.blocked_s(produce, consume, start, end)
     assert got == pytest.approx(round(_blocked_reference(oks + dlv, start, end), 3), abs=1e-3)
 
 
@@ -96,7 +100,7 @@ def test_delivery_nodes_against_the_leader_at_the_time():
     samples = [{"t": 0, "master": "rabbit1"}, {"t": 10, "master": "rabbit2"}]
     consume = [{"t": 1, "node": "rabbit2"}, {"t": 2, "node": "rabbit2"}, {"t": 11, "node": "rabbit2"},
                {"t": 12, "node": "rabbit3"}]
-    m = observe.delivery_nodes(consume, samples)
+    m = rabbit_observe.delivery_nodes(consume, samples)
     assert m["deliveries_by_node"] == {"rabbit2": 3, "rabbit3": 1}
     assert m["follower_delivery_fraction"] == 0.75
 
@@ -113,17 +117,17 @@ def test_spread_measures():
     (["rabbit3", "rabbit1"], ["rabbit1", "rabbit3"], True), (["rabbit3"], [], False), (">0", None, None),
     ("about ten", 3, None)])
 def test_judge(expected, actual, held):
-    assert report.judge(expected, actual) is held
+    assert expect.judge(expected, actual) is held
 
 
 def test_verdict_with_nested_and_missing_measurements():
     sc = parse({"name": "x", "broker": "rabbitmq", "expect": {"lost": 0, "throughput_ratio": {"all_vs_none": "<0.35"}},
                 "probes": {"throughput": {"policies": {"none": {}, "all": {"ha-mode": "all"}}}}})
     result = {"lost": 0, "valid": True, "unavailable": []}
-    v = report.verdict(sc, result, {"drain": {"complete": True},
+    v = expect.verdict(sc, result, {"drain": {"complete": True},
                                     "measurements": {"throughput_ratio": {"all_vs_none": 0.5}}})
     assert v["held"] is False and "throughput_ratio.all_vs_none=0.5" in v["reason"]
-    v = report.verdict(sc, result, {"drain": {"complete": True}, "measurements": {}})
+    v = expect.verdict(sc, result, {"drain": {"complete": True}, "measurements": {}})
     assert v["held"] is None and "throughput_ratio.all_vs_none" in v["reason"]
 
 
@@ -140,7 +144,7 @@ def _row(name, prediction, harness_error=False, retried=False, **kw):
 def test_junit_tells_findings_from_harness_errors():
     rows = [_row("R1-a", True), _row("R2-b", False), _row("K3-c", None),
             _row("K7-d", None, harness_error=True, retried=True, earlier_attempts=[{"error": "cluster never healthy"}])]
-    root = ET.fromstring(catalogue.junit(rows))
+    root = ET.fromstring(R.junit(rows))
     assert root.get("tests") == "4" and root.get("failures") == "1" and root.get("errors") == "1"
     assert root.get("skipped") == "1"
     cases = {c.get("name"): c for c in root.iter("testcase")}
@@ -152,7 +156,7 @@ def test_junit_tells_findings_from_harness_errors():
 
 def test_summary_markdown_has_one_row_per_run(tmp_path):
     rows = [_row("R1-a", True), _row("R2-b", False, retried=True), _row("K7-d", None, harness_error=True)]
-    md = catalogue.markdown(rows, tmp_path / "catalogue" / "x", "title")
+    md = R.markdown(rows, tmp_path / "catalogue" / "x", "title")
     body = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| id")]
     assert len(body) == 3
     assert "DID NOT HOLD (after a retry)" in body[1] and "harness error" in body[2] and "held" in body[0]

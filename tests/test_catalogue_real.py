@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.catalogue import SCENARIO_DIR, run_catalogue
+from harness.batch import SCENARIO_DIR, run_batch
 
 pytestmark = pytest.mark.docker
 
@@ -18,7 +18,7 @@ SUBSET = {"R1": ("new_master_elected", "masters_seen", "queue_timeline"),
 
 def test_catalogue_subset_for_real(tmp_path):
     files = [next(SCENARIO_DIR.glob(f"{sid}-*.yaml")) for sid in SUBSET]
-    code = run_catalogue(None, 1, files, results=tmp_path, kind="catalogue")
+    code = run_batch(None, 1, files, results=tmp_path, kind="catalogue")
     assert code in (0, 1)  # 2 would be a harness error
     out = tmp_path / "catalogue" / "latest"
     rows = json.loads((out / "summary.json").read_text())

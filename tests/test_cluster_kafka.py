@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness.db.kafka import BROKERS, ZK_NODES, KafkaCluster, KafkaConfig, broker_id, broker_node
+from harness.brokers.kafka.cluster import BROKERS, ZK_NODES, KafkaCluster, KafkaConfig, broker_id, broker_node
 from harness.util import wait_until
 
 

@@ -11,7 +11,7 @@ import time
 import pika
 import pytest
 
-from harness.db.rabbitmq import NODES, RabbitCluster, RabbitConfig
+from harness.brokers.rabbitmq.cluster import NODES, RabbitCluster, RabbitConfig
 from harness.util import wait_until
 
 

@@ -10,6 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.brokers.kafka.cluster import KafkaCluster
+from harness.brokers.rabbitmq.cluster import RabbitCluster
+from harness.util import wait_until
 from nemesis import grudge as g
 from nemesis import net
 from nemesis.schedule import ScheduleError, Step, cycle, parse, random_faults
@@ -239,8 +242,17 @@ def test_random_schedule_is_seeded_bounded_and_non_overlapping(seed):
 
 # ---- target resolution against a fake cluster --------------------------------------------
 class FakeKafka:
+    """Kafka's roles (the plug-in's own table) over a fixed topology."""
     kind = "kafka"
     project = "fake"
+    roles = KafkaCluster.roles
+
+    def role(self, name, arg):
+        if name in ("zk", "controller"):
+            return self.zk_nodes() if name == "zk" else [self.controller()]
+        topic, _, part = arg.partition("/")
+        found = getattr(self, name)(topic, int(part or 0))
+        return found if isinstance(found, list) else [found]
 
     def nodes(self):
         return ["zk1", "zk2", "zk3", "kafka1", "kafka2", "kafka3"]
@@ -267,7 +279,7 @@ class FakeKafka:
 def test_roles_resolve_at_call_time():
     c, rng = FakeKafka(), random.Random(1)
     assert resolve(c, "leader:t/0", rng) == ["kafka2"]
-    assert resolve(c, "leader", rng, {"topic": "t"}) == ["kafka2"]
+    assert resolve(c, "leader", rng, "t/0") == ["kafka2"]
     assert resolve(c, ["controller", "zk"], rng) == ["kafka3", "zk1", "zk2", "zk3"]
     assert resolve(c, "others:leader:t", rng) == ["kafka1", "kafka3"]
     assert resolve(c, "random:2", random.Random(3)) == resolve(c, "random:2", random.Random(3))
@@ -279,9 +291,9 @@ def test_roles_resolve_at_call_time():
 
 def test_except_removes_a_role_from_a_set():
     c, rng = FakeKafka(), random.Random(1)
-    assert resolve(c, "followers except controller", rng, {"topic": "t"}) == ["kafka1"]
+    assert resolve(c, "followers except controller", rng, "t") == ["kafka1"]
     # random draws from the difference: never the controller, whatever the seed
-    assert {resolve(c, "random:1:followers except controller", random.Random(s), {"topic": "t"})[0]
+    assert {resolve(c, "random:1:followers except controller", random.Random(s), "t")[0]
             for s in range(20)} == {"kafka1"}
     assert resolve(c, "brokers except zk", rng) == c.brokers()
     with pytest.raises(TargetError, match="names no node"):
@@ -303,6 +315,16 @@ class FakeRabbit:
     """Records what would be done; every node answers; addresses are fixed."""
     kind = "rabbitmq"
     project = "fake"
+    roles = RabbitCluster.roles
+
+    def role(self, name, arg):
+        return ["rabbit2"]  # the queue's master
+
+    def wait_whole(self, timeout, steady, record, stale_after=None):
+        wait_until(steady(self.healthy), timeout, "fake cluster whole", 0.05)
+
+    def close(self):
+        pass
 
     def __init__(self, tmp_path):
         self.calls: list[tuple] = []
@@ -352,9 +374,6 @@ class FakeRabbit:
         self.calls.append(("unpause", n))
         self.state[n] = "running"
 
-    def queue_master(self, q):
-        return "rabbit2"
-
     def healthy(self):
         return all(s == "running" for s in self.state.values())
 
@@ -364,7 +383,7 @@ def test_nemesis_records_and_heals(tmp_path):
     from nemesis.core import LOG_FILE, STATE_FILE, Nemesis
     c = FakeRabbit(tmp_path)
     with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False,
-                 context={"queue": "q"}) as nem:
+                 subject="q") as nem:
         f = nem.apply("partition", {"isolate": "queue_master"})
         assert f.targets == ["rabbit1", "rabbit2", "rabbit3"]
         assert f.details["grudge"]["rabbit2"] == ["rabbit1", "rabbit3"]

@@ -89,7 +89,7 @@ def elapsed_until(cond, timeout: float, msg: str, interval: float = 0.5) -> floa
 
 def _cluster(kind: str, config=None):
     """One cluster for a test class: up (timed), then healed and removed whatever happened."""
-    from harness.db import get_cluster
+    from harness.brokers import get_cluster
     c = get_cluster(kind)
     t0 = time.monotonic()
     c.up(config)
@@ -106,7 +106,7 @@ def _cluster(kind: str, config=None):
 # ---- RabbitMQ --------------------------------------------------------------------------------
 @pytest.fixture(scope="class")
 def rabbit():
-    from harness.db.rabbitmq import RabbitConfig
+    from harness.brokers.rabbitmq.cluster import RabbitConfig
     yield from _cluster("rabbitmq", RabbitConfig(partition_handling="pause_minority", net_ticktime=10))
 
 
@@ -151,7 +151,7 @@ class TestRabbit:
         wait_until(lambda: rabbit.queue_master("nemesis-q") == "rabbit2", 30, "queue declared")
         rabbit.set_policy("nemesis-ha", "^nemesis-q$", {"ha-mode": "all", "ha-sync-mode": "automatic"})
         wait_until(lambda: len(rabbit.queue_mirrors("nemesis-q")["synchronised"]) == 2, 60, "mirrors")
-        with Nemesis(rabbit, tmp_path, handle_signals=False, context={"queue": "nemesis-q"}) as nem:
+        with Nemesis(rabbit, tmp_path, handle_signals=False, subject="nemesis-q") as nem:
             f = nem.apply("partition", {"isolate": "queue_master"})
             assert f.details["grudge"]["rabbit2"] == ["rabbit1", "rabbit3"]
             assert not can_connect(rabbit, "rabbit2", "rabbit1", 25672)
@@ -225,8 +225,8 @@ class TestRabbit:
 
 @pytest.fixture(scope="class")
 def rabbit_ignore():
-    from harness.db import get_cluster
-    from harness.db.rabbitmq import RabbitConfig
+    from harness.brokers import get_cluster
+    from harness.brokers.rabbitmq.cluster import RabbitConfig
     c = get_cluster("rabbitmq")
     c.up(RabbitConfig(partition_handling="ignore", net_ticktime=10))
     try:
@@ -284,7 +284,7 @@ class TestKafka:
         old = kafka.leader("nemesis-t")
         followers = kafka.followers("nemesis-t")
         controller = kafka.controller()
-        with Nemesis(kafka, tmp_path, handle_signals=False, context={"topic": "nemesis-t"}) as nem:
+        with Nemesis(kafka, tmp_path, handle_signals=False, subject="nemesis-t/0") as nem:
             f = nem.apply("partition", {"isolate_from": ["leader", "zk"]})
             assert f.details["grudge"][old] == ["zk1", "zk2", "zk3"]
             t0 = time.monotonic()

@@ -83,7 +83,7 @@ def test_ctrl_c_mid_fault_heals_and_keeps_the_history(tmp_path):
     import subprocess
     import sys
 
-    from harness.db import get_cluster
+    from harness.brokers import get_cluster
     from harness.util import wait_until
     from nemesis.net import project_rules
 

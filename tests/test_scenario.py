@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import report
+from harness import expect, report
 from harness.scenario import ScenarioError, load, parse
 
 SCENARIOS = sorted((Path(__file__).parent.parent / "scenarios").glob("*.yaml"))
@@ -16,10 +16,10 @@ def test_every_scenario_file_is_valid(path):
     assert sc.name and sc.id and path.name.startswith(sc.id)
     # Every prediction names a quantity a run of this broker measures, and states something.
     assert sc.expect, "a catalogue scenario states its prediction"
-    known = set(report.measured(_fake_result(), {"drain": {"complete": True}})) | report.decidable(sc)
-    assert set(report.expectations(sc)) <= known, set(report.expectations(sc)) - known
-    for key, exp in report.expectations(sc).items():  # each prediction is checkable
-        assert isinstance(exp, (bool, int, float, list)) or report._CMP.match(str(exp)), (key, exp)
+    known = set(expect.measured(_fake_result(), {"drain": {"complete": True}})) | expect.decidable(sc)
+    assert set(expect.expectations(sc)) <= known, set(expect.expectations(sc)) - known
+    for key, exp in expect.expectations(sc).items():  # each prediction is checkable
+        assert isinstance(exp, (bool, int, float, list)) or expect.COMPARISON.match(str(exp)), (key, exp)
 
 
 @pytest.mark.skipif(not SCENARIOS_MD.exists(), reason="../shared is not beside the repository")
@@ -39,7 +39,7 @@ def test_an_expectation_nobody_measures_is_refused():
         parse({"name": "x", "broker": "rabbitmq", "expect": {"throughput_ratio": {"all_vs_none": "<1"}}})
     sc = parse({"name": "x", "broker": "rabbitmq", "expect": {"throughput_ratio": {"all_vs_none": "<1"}},
                 "probes": {"throughput": {"policies": {"none": {}, "all": {"ha-mode": "all"}}}}})
-    assert report.expectations(sc) == {"throughput_ratio.all_vs_none": "<1"}
+    assert expect.expectations(sc) == {"throughput_ratio.all_vs_none": "<1"}
 
 
 def _fake_result():
@@ -88,7 +88,7 @@ def test_defaults_fill_the_broker_target():
     ("<=2", None, None), ("about 3", 3, None),
 ])
 def test_judge(expected, actual, held):
-    assert report.judge(expected, actual) is held
+    assert expect.judge(expected, actual) is held
 
 
 def test_refresh_rejudges_a_run_offline(tmp_path):
@@ -107,3 +107,29 @@ def test_refresh_rejudges_a_run_offline(tmp_path):
     text = (tmp_path / "report.md").read_text()
     assert "DID NOT HOLD" in text and "1.00 – 8.50" in text
     assert report.refresh(tmp_path / "nowhere") is None
+
+
+def test_a_fault_the_broker_cannot_do_is_refused():
+    """restart_app (rabbitmqctl stop_app/start_app) is a capability of RabbitMQ's nodes only."""
+    step = {"at": 5, "fault": "restart_app", "targets": "controller"}
+    with pytest.raises(ScenarioError, match="nemesis: restart_app at 5s needs restart_app, which kafka nodes cannot do"):
+        parse({"name": "k", "broker": "kafka", "nemesis": [step]}, "s.yaml")
+    assert parse({"name": "r", "broker": "rabbitmq", "nemesis": [dict(step, targets="rabbit1")]}).nemesis
+
+
+def test_each_broker_has_its_own_settings_and_workload():
+    sc = parse({"name": "r", "broker": "rabbitmq", "cluster": {"partition_handling": "pause_minority",
+                                                                "collect_statistics_interval": 500}})
+    assert sc.cluster.partition_handling == "pause_minority"
+    assert sc.cluster.extra == {"collect_statistics_interval": "500"}  # a raw rabbitmq.conf line
+    sc = parse({"name": "k", "broker": "kafka", "cluster": {"min.insync.replicas": 2, "log.flush.interval.messages": 1}})
+    assert sc.cluster.min_insync_replicas == 2 and sc.cluster.extra == {"log.flush.interval.messages": "1"}
+    with pytest.raises(ScenarioError, match="cluster.partition_handling"):
+        parse({"name": "r", "broker": "rabbitmq", "cluster": {"partition_handling": "pause_majority"}})
+    with pytest.raises(ScenarioError, match="workload.acks: Extra inputs"):
+        parse({"name": "r", "broker": "rabbitmq", "workload": {"acks": "all"}})
+    with pytest.raises(ScenarioError, match="workload.crashes: kafka is read after the heal"):
+        parse({"name": "k", "broker": "kafka", "workload": {"crashes": [{"at": 1, "consumer": "c0"}]}})
+    # the scenario as run (run.json params) parses back to the same scenario
+    again = parse(sc.model_dump(mode="json"))
+    assert again == sc

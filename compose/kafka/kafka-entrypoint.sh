@@ -1,6 +1,6 @@
 #!/bin/sh
 # mqchaos Kafka broker entrypoint (bind-mounted): kafka.Kafka (ZooKeeper mode) with the
-# per-run properties rendered by harness/db/kafka.py. java runs as PID 1, so SIGTERM
+# per-run properties rendered by harness/brokers/kafka/cluster.py. java runs as PID 1, so SIGTERM
 # (docker stop) triggers Kafka's controlled shutdown.
 set -eu
 mkdir -p /var/lib/kafka/data

@@ -11,10 +11,16 @@ import logging
 import socket
 import threading
 import time
-from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import Any
 
-from harness.db.base import ClusterError, ComposeCluster, log
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kazoo.retry import KazooRetry
+
+from harness.brokers.base import ClusterError, ComposeCluster, Recorder, Role, RoleError, Settings, Steady, log
 from harness.util import wait_until
 
 ZK_NODES = ["zk1", "zk2", "zk3"]
@@ -41,9 +47,24 @@ log4j.logger.org.apache.zookeeper.server.NIOServerCnxnFactory=WARN
 """
 
 
-@dataclass
-class KafkaConfig:
-    """Per-run broker settings. ``extra`` holds raw server.properties ``key=value`` pairs."""
+# Kafka's property names for the settings' fields (a scenario may use either).
+ALIASES = {
+    "min.insync.replicas": "min_insync_replicas",
+    "unclean.leader.election.enable": "unclean_leader_election",
+    "auto.leader.rebalance.enable": "auto_leader_rebalance",
+    "replica.lag.time.max.ms": "replica_lag_time_max_ms",
+    "zookeeper.session.timeout.ms": "zookeeper_session_timeout_ms",
+    "default.replication.factor": "default_replication_factor",
+    "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
+    "offsets.topic.num.partitions": "offsets_topic_partitions",
+}
+
+
+class KafkaConfig(Settings):
+    """The ``cluster:`` block: fields, or Kafka property names (``min.insync.replicas``).
+    Other keys are raw server.properties ``key=value`` pairs and go to ``extra``."""
+    aliases = ALIASES
+
     min_insync_replicas: int = 1
     unclean_leader_election: bool = False
     auto_leader_rebalance: bool = True
@@ -52,34 +73,7 @@ class KafkaConfig:
     default_replication_factor: int = 3
     leader_imbalance_check_interval_seconds: int = 300
     offsets_topic_partitions: int = 6             # lowered from 50: 2 cores
-    extra: dict[str, str] = field(default_factory=dict)
     healthy_timeout: float = 180.0
-
-    @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> "KafkaConfig":
-        """Build from ``{field: value}`` or Kafka property names (``min.insync.replicas``)."""
-        alias = {
-            "min.insync.replicas": "min_insync_replicas",
-            "unclean.leader.election.enable": "unclean_leader_election",
-            "auto.leader.rebalance.enable": "auto_leader_rebalance",
-            "replica.lag.time.max.ms": "replica_lag_time_max_ms",
-            "zookeeper.session.timeout.ms": "zookeeper_session_timeout_ms",
-            "default.replication.factor": "default_replication_factor",
-            "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
-            "offsets.topic.num.partitions": "offsets_topic_partitions",
-        }
-        names = {f.name: f for f in fields(cls)}
-        known: dict[str, Any] = {}
-        extra: dict[str, str] = {}
-        for k, v in settings.items():
-            key = alias.get(k, k.replace("-", "_"))
-            if key in names and key != "extra":
-                known[key] = _coerce(v, names[key].type)
-            else:
-                extra[k] = str(v)
-        cfg = cls(**known)
-        cfg.extra.update(extra)
-        return cfg
 
     def properties(self, node: str) -> str:
         bid = broker_id(node)
@@ -111,23 +105,12 @@ class KafkaConfig:
             "num.io.threads": 4,
         }
         props.update(self.extra)
-        return "# rendered by harness/db/kafka.py for this run\n" + "".join(
+        return "# rendered by harness/brokers/kafka/cluster.py for this run\n" + "".join(
             f"{k}={v}\n" for k, v in props.items())
 
 
-def _coerce(value: Any, typ: Any) -> Any:
-    t = typ if isinstance(typ, str) else getattr(typ, "__name__", str(typ))
-    if t == "bool":
-        return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
-    if t == "int":
-        return int(value)
-    if t == "float":
-        return float(value)
-    return value
-
-
 ZOO_CFG = """\
-# rendered by harness/db/kafka.py
+# rendered by harness/brokers/kafka/cluster.py
 tickTime=2000
 initLimit=10
 syncLimit=5
@@ -158,6 +141,13 @@ class KafkaCluster(ComposeCluster):
     compose_file = "kafka.yml"
     network_key = "kafkanet"
     data_mounts = {"zk": "/var/lib/zookeeper", "kafka": "/var/lib/kafka"}
+    roles = {r.name: r for r in (
+        Role("leader", "the broker leading partition P (default 0) of topic T", "T[/P]"),
+        Role("followers", "the partition's other replicas", "T[/P]"),
+        Role("isr", "the partition's in-sync replicas", "T[/P]"),
+        Role("controller", "the controller broker"),
+        Role("zk", "the ZooKeeper nodes"),
+    )}
 
     def __init__(self, project: str | None = None) -> None:
         super().__init__(project)
@@ -215,6 +205,17 @@ class KafkaCluster(ComposeCluster):
         self.close()
         super().down()
 
+    def versions(self) -> dict[str, Any]:
+        _, out = self.exec("kafka1", ["sh", "-c", "ls /opt/kafka/libs | grep -m1 '^kafka_'"], check=False)
+        return {"kafka": out.strip() or None}
+
+    def describe(self) -> dict[str, Any]:
+        try:
+            return {"registered_brokers": self.registered_brokers(), "controller": self.controller(),
+                    "healthy": self.healthy()}
+        finally:
+            self.close()
+
     def wait_healthy(self, timeout: float = 180, must_run: list[str] | None = None) -> None:
         self._wait_healthy_or_explain(self._all_registered, timeout, "3 brokers registered", must_run)
         deadline = time.monotonic() + timeout
@@ -252,7 +253,6 @@ class KafkaCluster(ComposeCluster):
 
     def registration_time(self, node: str) -> float | None:
         """When the broker's live ZooKeeper registration was created (epoch seconds)."""
-        from kazoo.exceptions import NoNodeError
         try:
             _, stat = self.zk().get(f"/brokers/ids/{broker_id(node)}")
         except NoNodeError:
@@ -260,7 +260,6 @@ class KafkaCluster(ComposeCluster):
         return stat.ctime / 1000.0
 
     def started_at(self, node: str) -> float | None:
-        from datetime import datetime
         raw = self.state(node).get("StartedAt")
         if not raw or raw.startswith("0001"):
             return None
@@ -291,8 +290,6 @@ class KafkaCluster(ComposeCluster):
 
     # ---- ZooKeeper (kazoo through 127.0.0.1) ----------------------------------------
     def zk(self):
-        from kazoo.client import KazooClient
-        from kazoo.retry import KazooRetry
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
         with self._zk_lock:
             if self._zk is None or not self._zk.connected:
@@ -305,7 +302,6 @@ class KafkaCluster(ComposeCluster):
             return self._zk
 
     def zk_get_json(self, path: str) -> Any:
-        from kazoo.exceptions import NoNodeError
         try:
             data, _ = self.zk().get(path)
         except NoNodeError:
@@ -313,7 +309,6 @@ class KafkaCluster(ComposeCluster):
         return json.loads(data) if data else None
 
     def zk_children(self, path: str) -> list[str]:
-        from kazoo.exceptions import NoNodeError
         try:
             return self.zk().get_children(path)
         except NoNodeError:
@@ -386,14 +381,9 @@ class KafkaCluster(ComposeCluster):
         parts = self.partitions(topic)
         return bool(parts) and all(p["leader"] and sorted(p["isr"]) == sorted(p["replicas"]) for p in parts)
 
-    def wait_fully_replicated(self, topic: str, timeout: float = 120) -> None:
-        self._wait_healthy_or_explain(lambda: self.fully_replicated(topic), timeout,
-                                      f"topic {topic} fully in sync")
-
     # ---- AdminClient (through 127.0.0.1) --------------------------------------------
     def admin(self):
         """One AdminClient per cluster object (kept: futures die with their client)."""
-        from confluent_kafka.admin import AdminClient
         if self._admin is None:
             self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers(),
                                        "socket.timeout.ms": 10000, "log_level": 0,
@@ -424,8 +414,6 @@ class KafkaCluster(ComposeCluster):
                      wait: bool = True, timeout: float = 60) -> None:
         """Create a topic (RF 3 by default), optionally with an explicit assignment
         (``replicas``: per partition, node names, preferred first); wait until in sync."""
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import NewTopic
         if replicas:
             nt = NewTopic(name, num_partitions=len(replicas), replication_factor=-1,
                           replica_assignment=[[broker_id(n) for n in r] for r in replicas],
@@ -442,21 +430,6 @@ class KafkaCluster(ComposeCluster):
         if wait:
             wait_until(lambda: self.fully_replicated(name), timeout, f"topic {name} fully in sync", 0.5)
 
-    def delete_topic(self, name: str, timeout: float = 60) -> None:
-        fut = self.admin().delete_topics([name], operation_timeout=30)[name]
-        fut.result(timeout=timeout)
-
-    def elect_preferred_leaders(self, topic: str) -> None:
-        """Preferred-replica election for every partition of ``topic`` (via ZooKeeper)."""
-        from kazoo.exceptions import NodeExistsError
-        parts = [{"topic": topic, "partition": p["partition"]} for p in self.partitions(topic)]
-        try:
-            self.zk().create("/admin/preferred_replica_election",
-                             json.dumps({"version": 1, "partitions": parts}).encode())
-        except NodeExistsError as exc:
-            raise ClusterError("a preferred replica election is already in progress") from exc
-        log(f"preferred replica election requested for {topic}")
-
     def describe_controller_via_admin(self, timeout: float = 10) -> str | None:
         res = self.admin().describe_cluster(request_timeout=timeout).result(timeout=timeout)
         return broker_node(res.controller.id) if res.controller else None
@@ -466,6 +439,38 @@ class KafkaCluster(ComposeCluster):
         def ok() -> bool:
             return self.registered_since_start(node) and all(node in p["isr"] for p in self.partitions(topic))
         self._wait_healthy_or_explain(ok, timeout, f"{node} rejoined the ISR of {topic}")
+
+    # ---- roles -------------------------------------------------------------------------
+    def role(self, name: str, arg: str | None) -> list[str]:
+        if name not in self.roles:
+            raise RoleError(f"a kafka cluster has no role {name!r} (roles: {', '.join(self.roles)})")
+        if name == "zk":
+            return list(ZK_NODES)
+        if name == "controller":
+            c = self.controller()
+            return [c] if c else []
+        if not arg:
+            raise RoleError(f"{name} needs a topic ({name}:TOPIC[/PARTITION])")
+        topic, _, part = arg.partition("/")
+        p = self.partitions(topic)[int(part or 0)]
+        if name == "leader":
+            return [p["leader"]] if p["leader"] else []
+        if name == "isr":
+            return list(p["isr"])
+        return [r for r in p["replicas"] if r != p["leader"]]
+
+    # ---- recovery ----------------------------------------------------------------------
+    def wait_whole(self, timeout: float, steady: Steady, record: Recorder, stale_after: float | None = None) -> None:
+        whole = steady(lambda: self.zk_quorum() and self.registered_brokers() == self.brokers())
+        wait_until(whole, timeout, "ZooKeeper quorum and every broker registered", 1.0)
+
+    def stuck_nodes(self) -> list[str]:
+        registered = set(self.registered_brokers())
+        return [n for n in BROKERS if n not in registered]
+
+    def wait_rejoined(self, node: str, timeout: float) -> None:
+        if node in BROKERS:
+            wait_until(lambda: node in self.registered_brokers(), timeout, f"{node} registered", 0.5)
 
 
 __all__ = ["KafkaCluster", "KafkaConfig", "broker_id", "broker_node"]

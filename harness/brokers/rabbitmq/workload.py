@@ -1,17 +1,16 @@
-"""Turns a scenario's workload into clients, declares what they use, drains."""
+"""A RabbitMQ scenario's workload as clients: declare the queue, publishers and consumers
+that fail over across all nodes, prefill, drain."""
 from __future__ import annotations
 
 import time
 
 import pika
 
-from harness.clients.kafka import KafkaProducerWorker, KafkaReader
-from harness.clients.rabbitmq import Endpoint, RabbitConsumer, RabbitPublisher, params
-from harness.scenario import Scenario
+from harness.brokers.rabbitmq.clients import Endpoint, RabbitConsumer, RabbitPublisher, params
 from harness.util import wait_until
 
 
-def rabbit_endpoints(cluster) -> list[Endpoint]:
+def endpoints(cluster) -> list[Endpoint]:
     out = []
     for node, hp in cluster.client_endpoints().items():
         host, port = hp.rsplit(":", 1)
@@ -19,13 +18,7 @@ def rabbit_endpoints(cluster) -> list[Endpoint]:
     return out
 
 
-def declare(cluster, sc: Scenario) -> None:
-    if sc.broker == "kafka":
-        t = sc.topic
-        cluster.create_topic(t.name, partitions=t.partitions, replication_factor=t.replication_factor,
-                             config={k: (str(v).lower() if isinstance(v, bool) else str(v))
-                                     for k, v in t.config.items()})
-        return
+def declare(cluster, sc) -> None:
     q = sc.queue
     if q.type == "mirrored":
         cluster.set_policy("mqchaos-ha", f"^{q.name}$", q.policy)
@@ -34,7 +27,7 @@ def declare(cluster, sc: Scenario) -> None:
         args["x-queue-type"] = "quorum"
     if sc.workload.single_active_consumer:
         args["x-single-active-consumer"] = True
-    eps = {e.node: e for e in rabbit_endpoints(cluster)}
+    eps = {e.node: e for e in endpoints(cluster)}
     ep = eps[q.declare_on] if q.declare_on else next(iter(eps.values()))
     conn = pika.BlockingConnection(params(ep))
     try:
@@ -59,24 +52,16 @@ def producers(run) -> list:
     out = []
     for i in range(w.producers):
         name = f"p{i}"
-        if sc.broker == "rabbitmq":
-            out.append(RabbitPublisher(
-                name, rabbit_endpoints(run.cluster), sc.queue.name, run.writer("produce", name), run.clock,
-                run.stop_all, rate=w.rate, max_messages=w.max_messages, window=w.window,
-                confirm_timeout=w.confirm_timeout, size=w.message_size, first=i))
-        else:
-            out.append(KafkaProducerWorker(
-                name, run.cluster.bootstrap_servers(), sc.topic.name, run.writer("produce", name), run.clock,
-                run.stop_all, rate=w.rate, max_messages=w.max_messages, acks=w.acks,
-                idempotence=w.idempotence, retries=w.retries, max_in_flight=w.max_in_flight,
-                delivery_timeout_ms=w.delivery_timeout_ms, request_timeout_ms=w.request_timeout_ms,
-                size=w.message_size))
+        out.append(RabbitPublisher(
+            name, endpoints(run.cluster), sc.queue.name, run.writer("produce", name), run.clock,
+            run.stop_all, rate=w.rate, max_messages=w.max_messages, window=w.window,
+            confirm_timeout=w.confirm_timeout, size=w.message_size, first=i))
     return out
 
 
 def consumer_endpoints(run) -> list[Endpoint]:
     """All nodes, the ones `workload.consumer_nodes` names first (Q5: a follower's node)."""
-    eps = rabbit_endpoints(run.cluster)
+    eps = endpoints(run.cluster)
     want = run.sc.workload.consumer_nodes
     if not want:
         return eps
@@ -89,10 +74,8 @@ def consumer_endpoints(run) -> list[Endpoint]:
 
 
 def consumers(run, names: list[str] | None = None, delay: float | None = None) -> list:
-    """RabbitMQ consumers run throughout; Kafka is read after the heal (drain)."""
+    """Consumers run throughout the load, failing over across all nodes."""
     sc, w = run.sc, run.sc.workload
-    if sc.broker != "rabbitmq":
-        return []
     eps = consumer_endpoints(run)
     pinned = bool(w.consumer_nodes)
     names = names if names is not None else [f"c{i}" for i in range(w.consumers)]
@@ -109,10 +92,10 @@ def prefill(run) -> dict:
     """Publish `workload.prefill` messages as fast as confirms allow, before the load (R6:
     the queue is large when the faults come). Bounded by count and by drain_timeout."""
     sc, n = run.sc, run.sc.workload.prefill
-    if not n or sc.broker != "rabbitmq":
+    if not n:
         return {}
     t0 = time.monotonic()
-    w = RabbitPublisher("fill", rabbit_endpoints(run.cluster), sc.queue.name, run.writer("produce", "fill"),
+    w = RabbitPublisher("fill", endpoints(run.cluster), sc.queue.name, run.writer("produce", "fill"),
                         run.clock, run.stop_all, rate=None, max_messages=n, window=500,
                         confirm_timeout=sc.workload.confirm_timeout, size=sc.workload.message_size)
     w.start()
@@ -127,15 +110,6 @@ def drain(run) -> dict:
     """Consume until the queue/topic is empty and idle; report whether it was."""
     sc, t = run.sc, run.sc.timing
     t0 = time.monotonic()
-    if sc.broker == "kafka":
-        reader = KafkaReader("reader", run.cluster.bootstrap_servers(), sc.topic.name,
-                             run.writer("consume", "reader"), run.clock, run.stop_all,
-                             idle_s=t.drain_idle, timeout_s=t.drain_timeout)
-        run.consumers = [reader]
-        reader.start()
-        reader.join(t.drain_timeout + 30)
-        return {"complete": reader.complete, "seconds": round(time.monotonic() - t0, 1),
-                "error": repr(reader.error) if reader.error else None}
     # Scenarios whose story needs the queue to fill (R2-R5: no consumers during the faults)
     # are drained by fresh consumers; slow consumers (R6) stop dawdling.
     if not run.consumers:

@@ -1,8 +1,28 @@
-"""The cluster lifecycle interface (Jepsen's ``db`` in spirit) and its Docker Compose base.
+"""What a broker plug-in provides, as small protocols (Jepsen's db / client split), and the
+Docker Compose cluster most plug-ins build on.
+
+A plug-in is one package under ``harness/brokers/`` exposing ``PLUGIN``, a ``Broker``:
+
+=================  =========================================================================
+lifecycle          ``Cluster``: up(settings), down, wait_healthy, collect_logs, versions
+node control       ``Cluster.capabilities`` + kill / stop / start / pause / unpause / wipe /
+                   restart_app: the nemesis asks; a scenario needing a capability the broker
+                   lacks is refused at validation
+roles              ``Cluster.roles`` and ``Cluster.role(name, arg) -> nodes`` (leader, followers,
+                   controller, queue_master, zk, ...): what nemesis targets resolve against
+recovery           ``Cluster.wait_whole``, ``stuck_nodes``, ``wait_rejoined``
+typed settings     ``Broker.settings_model``: the scenario's ``cluster:`` block
+scenario model     ``Broker.scenario_model``: a ``harness.spec.BaseScenario`` subclass
+clients            ``Broker.declare / producers / consumers / prefill / drain``
+observation        ``Broker.sample`` (each second, during the run) and ``Broker.measure``
+                   (pure, afterwards), ``measurement_names`` (what ``expect:`` may name)
+probes             ``Broker.probes(run)``: extra measurements some rows need
+image              ``Broker.image``: how ``mqchaos images`` builds it
+=================  =========================================================================
 
 Every node is a container named after the node (``rabbit1``, ``zk1``, ``kafka1`` ...) in a
-compose project (``mqchaos-rabbitmq`` / ``mqchaos-kafka``). Addresses are read from Docker;
-clients reach brokers only through ports published on 127.0.0.1.
+compose project (``mqchaos-<broker>``). Addresses are read from Docker; clients reach brokers
+only through ports published on 127.0.0.1.
 """
 from __future__ import annotations
 
@@ -13,14 +33,23 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, ClassVar
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harness.engine import compose_cmd
+from harness.probes import Probes
 from harness.util import run, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 COMPOSE_DIR = ROOT / "compose"
 STATE_DIR = Path(os.environ.get("MQCHAOS_STATE_DIR", ROOT / "build" / "clusters"))
+
+# Node-control capabilities (what the nemesis may ask of a broker's nodes).
+KILL, STOP, START, PAUSE, WIPE, RESTART_APP = "kill", "stop", "start", "pause", "wipe", "restart_app"
+CONTAINER_CAPABILITIES = frozenset({KILL, STOP, START, PAUSE, WIPE})
 
 
 class ClusterError(RuntimeError):
@@ -31,6 +60,10 @@ class NodeExitedError(ClusterError):
     """A node that had to stay up exited while waiting (fails a health wait at once)."""
 
 
+class RoleError(ValueError):
+    """A role name the broker does not have, or an argument it cannot use."""
+
+
 def log(msg: str) -> None:
     print(f"[cluster] {msg}", file=sys.stderr, flush=True)
 
@@ -39,18 +72,51 @@ def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
     return run(["docker", *args], check=check, timeout=timeout)
 
 
+@dataclass(frozen=True)
+class Role:
+    """A role nemesis targets may name. ``arg`` says what its argument is (None: it takes
+    none); a bare role with an argument refers to the run's own queue / topic."""
+    name: str
+    help: str
+    arg: str | None = None
+
+
+# Runs a recovery step the broker needed after a heal (the callable) and records it, with
+# the finding that made it necessary, in nemesis.jsonl and findings.jsonl.
+Recorder = Callable[[dict, Callable[[], None]], None]
+# Makes a condition hold for the nemesis's settle time in a row before it counts.
+Steady = Callable[[Callable[[], Any]], Callable[[], bool]]
+
+
 class Cluster(abc.ABC):
-    """One kind of broker cluster. See harness/db/rabbitmq.py and harness/db/kafka.py."""
+    """Lifecycle, node control, roles and recovery of one broker's cluster."""
 
-    kind: str
+    kind: ClassVar[str]
+    capabilities: ClassVar[frozenset[str]] = CONTAINER_CAPABILITIES
+    roles: ClassVar[dict[str, Role]] = {}
 
+    # ---- lifecycle ----------------------------------------------------------------------
     @abc.abstractmethod
-    def up(self, config: Any = None) -> None:
-        """Bring the cluster up with ``config`` (a dataclass with defaults); wait until healthy."""
+    def up(self, settings: Any = None) -> None:
+        """Bring the cluster up with ``settings`` (the plug-in's settings model); wait until healthy."""
 
     @abc.abstractmethod
     def down(self) -> None:
         """Remove the containers, networks and volumes."""
+
+    @abc.abstractmethod
+    def wait_healthy(self, timeout: float) -> None: ...
+
+    @abc.abstractmethod
+    def healthy(self) -> bool: ...
+
+    @abc.abstractmethod
+    def versions(self) -> dict[str, Any]:
+        """What the nodes report they run ({"<broker>": version, ...}), for run.json."""
+
+    def describe(self) -> dict[str, Any]:
+        """The broker's own view of the cluster, for ``mqchaos status``."""
+        return {"healthy": self.healthy()}
 
     @abc.abstractmethod
     def nodes(self) -> list[str]: ...
@@ -59,14 +125,12 @@ class Cluster(abc.ABC):
     def brokers(self) -> list[str]: ...
 
     @abc.abstractmethod
-    def address(self, node: str) -> str: ...
+    def client_endpoints(self) -> dict[str, str]: ...
 
-    @abc.abstractmethod
-    def gateway(self) -> str: ...
+    def close(self) -> None:
+        """Release client resources held by this object."""
 
-    @abc.abstractmethod
-    def exec(self, node: str, cmd: list[str], check: bool = True, timeout: float = 60) -> tuple[int, str]: ...
-
+    # ---- node control (``capabilities`` says which of these work) ------------------------
     @abc.abstractmethod
     def kill(self, node: str) -> None: ...
 
@@ -83,7 +147,10 @@ class Cluster(abc.ABC):
     def unpause(self, node: str) -> None: ...
 
     @abc.abstractmethod
-    def wipe(self, node: str) -> None: ...
+    def wipe(self, node: str, start: bool = True, **options: Any) -> None: ...
+
+    @abc.abstractmethod
+    def exists(self, node: str) -> bool: ...
 
     @abc.abstractmethod
     def running(self, node: str) -> bool: ...
@@ -91,14 +158,26 @@ class Cluster(abc.ABC):
     @abc.abstractmethod
     def paused(self, node: str) -> bool: ...
 
+    # ---- roles --------------------------------------------------------------------------
+    def role(self, name: str, arg: str | None) -> list[str]:
+        """The nodes holding role ``name`` now (``arg``: the queue / topic it is about)."""
+        raise RoleError(f"a {self.kind} cluster has no role {name!r}")
+
+    # ---- recovery -----------------------------------------------------------------------
     @abc.abstractmethod
-    def wait_healthy(self, timeout: float) -> None: ...
+    def wait_whole(self, timeout: float, steady: Steady, record: Recorder) -> None:
+        """Wait until the cluster serves again after the faults were lifted (TimeoutError)."""
 
     @abc.abstractmethod
-    def collect_logs(self, run_dir: str | os.PathLike) -> None: ...
+    def stuck_nodes(self) -> list[str]:
+        """Nodes that do not serve (what an operator would restart)."""
 
     @abc.abstractmethod
-    def client_endpoints(self) -> dict[str, str]: ...
+    def wait_rejoined(self, node: str, timeout: float) -> None:
+        """Wait until ``node``, started again, is back in the cluster."""
+
+    def restart_app(self, node: str) -> None:
+        raise NotImplementedError(f"a {self.kind} cluster cannot restart_app")
 
 
 class ComposeCluster(Cluster):
@@ -107,7 +186,6 @@ class ComposeCluster(Cluster):
     compose_file: str          # file name in compose/
     network_key: str           # network name in the compose file
     data_mounts: dict[str, str]  # in-container data path, by node-name prefix
-    image_env: dict[str, str]  # compose variable -> default image
 
     def __init__(self, project: str | None = None) -> None:
         self.project = project or f"mqchaos-{self.kind}"
@@ -124,7 +202,6 @@ class ComposeCluster(Cluster):
         return env
 
     def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-        from harness.engine import compose_cmd
         cmd = [*compose_cmd(), "-p", self.project, "-f", str(COMPOSE_DIR / self.compose_file), *args]
         return run(cmd, check=check, timeout=timeout, env=self.compose_env())
 
@@ -224,6 +301,7 @@ class ComposeCluster(Cluster):
             raise ClusterError(f"exec on {node} failed ({proc.returncode}): {shlex.join(cmd)}\n{out[-3000:]}")
         return proc.returncode, out
 
+    # ---- node control -----------------------------------------------------------------
     def kill(self, node: str) -> None:
         """SIGKILL the node's main process (the container stays, stopped). Works on a paused
         (frozen) node too, without letting it run first."""
@@ -271,8 +349,9 @@ class ComposeCluster(Cluster):
                 return path
         raise KeyError(node)
 
-    def wipe(self, node: str, start: bool = True) -> None:
-        """Lose the node's data: SIGKILL it, erase its data volume, start it again (if ``start``)."""
+    def wipe(self, node: str, start: bool = True, **options: Any) -> None:
+        """Lose the node's data: SIGKILL it, erase its data volume, start it again (if ``start``).
+        ``options`` are the fault's params (a plug-in may read its own)."""
         self.kill(node)
         self.erase_data(node)
         if start:
@@ -321,3 +400,105 @@ class ComposeCluster(Cluster):
             st = self.state(node)
             res[node] = st.get("Status", "absent") if st else "absent"
         return res
+
+
+# ---- the plug-in ------------------------------------------------------------------------------
+
+class Settings(BaseModel):
+    """A broker's ``cluster:`` block: typed fields (or the broker's own names for them, in
+    ``aliases``); any other key is a raw configuration line of the broker's and goes to
+    ``extra``, rendered as is."""
+    model_config = ConfigDict(extra="forbid")
+    aliases: ClassVar[dict[str, str]] = {}
+
+    extra: dict[str, str] = Field(default_factory=dict)
+    healthy_timeout: float = 120.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _raw_keys_to_extra(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        names = set(cls.model_fields) - {"extra"}
+        known: dict[str, Any] = {}
+        extra = {k: str(v) for k, v in (data.get("extra") or {}).items()}
+        for k, v in data.items():
+            key = cls.aliases.get(k, k.replace("-", "_"))
+            if k == "extra":
+                continue
+            if key in names:
+                known[key] = v
+            else:
+                extra[k] = str(v)
+        return {**known, "extra": extra}
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> "Settings":
+        return cls.model_validate(settings)
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """How ``mqchaos images`` builds a broker's image from compose/<context>/."""
+    repo: str                                   # e.g. mqchaos/rabbitmq
+    context: str                                # directory under compose/
+    inputs: tuple[str, ...] = ("Dockerfile",)   # files whose content makes the image's tag
+    tools: tuple[tuple[str, str], ...] = ()     # (command, Debian package) the preparation needs
+    prepare: Callable[[Path], None] | None = None  # fills the build context (e.g. jars)
+
+
+class Broker(abc.ABC):
+    """One broker plug-in: its models, its cluster, its clients, its observation."""
+
+    name: ClassVar[str]
+    scenario_model: ClassVar[type]          # a harness.spec.BaseScenario subclass
+    settings_model: ClassVar[type]          # the ``cluster:`` block
+    image: ClassVar[ImageSpec]
+
+    @abc.abstractmethod
+    def cluster(self, project: str | None = None) -> Cluster: ...
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.cluster_class().capabilities
+
+    @abc.abstractmethod
+    def cluster_class(self) -> type[Cluster]: ...
+
+    def settings(self, values: dict[str, Any]) -> Any:
+        """The settings model from ``key: value`` pairs (a scenario's ``cluster:``, ``--set``)."""
+        return self.settings_model.model_validate(values)
+
+    # ---- clients (Jepsen's client) ------------------------------------------------------
+    @abc.abstractmethod
+    def declare(self, run: Any) -> None:
+        """Create what the clients use (queue, topic, policies)."""
+
+    @abc.abstractmethod
+    def producers(self, run: Any) -> list: ...
+
+    @abc.abstractmethod
+    def consumers(self, run: Any) -> list:
+        """Consumers that run during the load ([] if the broker is read in the drain only)."""
+
+    def prefill(self, run: Any) -> dict:
+        """Publish ``workload.prefill`` messages before the load; what it took."""
+        return {}
+
+    @abc.abstractmethod
+    def drain(self, run: Any) -> dict:
+        """Consume until empty and idle: {"complete": bool, "seconds": ..., ...}."""
+
+    # ---- observation ----------------------------------------------------------------------
+    @abc.abstractmethod
+    def sample(self, cluster: Cluster, sc: Any) -> dict:
+        """One observation of the broker's state (leader, ISR, master, ...), each second."""
+
+    @abc.abstractmethod
+    def measure(self, sc: Any, samples: list[dict], logs: dict[str, str], produce: list[dict],
+                consume: list[dict], fault_start: float | None) -> dict:
+        """Measurements from the run's artefacts (pure: a run can be re-measured offline)."""
+
+    def probes(self, run: Any) -> Probes:
+        """The scenario's probes (hooks setup / before_faults / after_heal, .measurements)."""
+        return Probes(run)

@@ -1,14 +1,17 @@
-"""RabbitMQ cluster (rabbit1..3) lifecycle and introspection."""
+"""RabbitMQ cluster (rabbit1..3): lifecycle, node control, roles, recovery, introspection."""
 from __future__ import annotations
 
 import json
+import re
+import time
 import urllib.parse
-from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 import requests
+from pydantic import Field, field_validator, model_validator
 
-from harness.db.base import ClusterError, ComposeCluster, docker, log
+from harness.brokers.base import (CONTAINER_CAPABILITIES, RESTART_APP, ClusterError, ComposeCluster, Recorder,
+                                  Role, RoleError, Settings, Steady, log)
 from harness.util import wait_until
 
 NODES = ["rabbit1", "rabbit2", "rabbit3"]
@@ -17,38 +20,31 @@ MGMT_PORTS = {"rabbit1": 15672, "rabbit2": 15673, "rabbit3": 15674}
 PARTITION_HANDLING = ("ignore", "autoheal", "pause_minority", "pause_if_all_down")
 
 
-@dataclass
-class RabbitConfig:
-    """Per-run broker settings. ``extra`` holds raw rabbitmq.conf ``key = value`` lines."""
-    partition_handling: str = "ignore"
+class RabbitConfig(Settings):
+    """The ``cluster:`` block. Keys that are not fields are raw rabbitmq.conf ``key = value``
+    lines and go to ``extra``."""
+    partition_handling: Literal["ignore", "autoheal", "pause_minority", "pause_if_all_down"] = "ignore"
     net_ticktime: int = 10
     memory_high_watermark: str = "2GB"          # vm_memory_high_watermark.absolute
     disk_free_limit: str = "50MB"               # disk_free_limit.absolute
-    pause_if_all_down_nodes: list[str] = field(default_factory=list)  # node names, e.g. ["rabbit1"]
-    pause_if_all_down_recover: str = "ignore"   # ignore | autoheal
-    extra: dict[str, str] = field(default_factory=dict)
+    pause_if_all_down_nodes: list[str] = Field(default_factory=list)  # node names, e.g. ["rabbit1"]
+    pause_if_all_down_recover: Literal["ignore", "autoheal"] = "ignore"
     healthy_timeout: float = 120.0
 
-    def __post_init__(self) -> None:
-        if self.partition_handling not in PARTITION_HANDLING:
-            raise ValueError(f"partition_handling must be one of {PARTITION_HANDLING}, "
-                             f"not {self.partition_handling!r}")
+    @field_validator("pause_if_all_down_nodes", mode="before")
+    @classmethod
+    def _comma_separated(cls, v: Any) -> Any:
+        return [n for n in v.split(",") if n] if isinstance(v, str) else v  # --set a,b
+
+    @model_validator(mode="after")
+    def _nodes_named(self):
         if self.partition_handling == "pause_if_all_down" and not self.pause_if_all_down_nodes:
             raise ValueError("pause_if_all_down needs pause_if_all_down_nodes")
-
-    @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> "RabbitConfig":
-        """Build from ``{field: value}``; keys that are not fields go to ``extra`` (rabbitmq.conf)."""
-        names = {f.name for f in fields(cls)}
-        known = {k.replace("-", "_"): v for k, v in settings.items() if k.replace("-", "_") in names}
-        extra = {k: str(v) for k, v in settings.items() if k.replace("-", "_") not in names}
-        cfg = cls(**known)
-        cfg.extra.update(extra)
-        return cfg
+        return self
 
     def render(self) -> str:
         lines = [
-            "# rendered by harness/db/rabbitmq.py for this run",
+            "# rendered by harness/brokers/rabbitmq/cluster.py for this run",
             "loopback_users.guest = false",
             "listeners.tcp.default = 5672",
             "management.tcp.port = 15672",
@@ -84,6 +80,12 @@ class RabbitCluster(ComposeCluster):
     compose_file = "rabbitmq.yml"
     network_key = "rabbitnet"
     data_mounts = {"rabbit": "/var/lib/rabbitmq"}
+    capabilities = CONTAINER_CAPABILITIES | {RESTART_APP}
+    roles = {r.name: r for r in (
+        Role("queue_master", "node of classic queue Q's master, or quorum queue Q's leader", "queue"),
+        Role("quorum_leader", "the same (reads better for quorum queues)", "queue"),
+        Role("queue_mirrors", "nodes of Q's mirrors (classic) / followers (quorum)", "queue"),
+    )}
 
     def __init__(self, project: str | None = None) -> None:
         super().__init__(project)
@@ -100,17 +102,18 @@ class RabbitCluster(ComposeCluster):
     def client_endpoints(self) -> dict[str, str]:
         return {n: f"127.0.0.1:{AMQP_PORTS[n]}" for n in NODES}
 
-    def management_endpoints(self) -> dict[str, str]:
-        return {n: f"http://127.0.0.1:{MGMT_PORTS[n]}" for n in NODES}
-
-    def amqp_port(self, node: str) -> int:
-        return AMQP_PORTS[node]
-
     def write_config(self, config: RabbitConfig) -> None:
         conf = self.conf_dir()
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "rabbitmq.conf").write_text(config.render())
         (conf / "enabled_plugins").write_text("[rabbitmq_management].\n")
+
+    def versions(self) -> dict[str, Any]:
+        ov = self.api("overview") or {}
+        return {"rabbitmq": ov.get("rabbitmq_version"), "erlang": ov.get("erlang_version")}
+
+    def describe(self) -> dict[str, Any]:
+        return {"partitions": self.partitions(), "healthy": self.healthy()}
 
     def up(self, config: RabbitConfig | None = None, fresh: bool = True) -> None:
         """Start rabbit1..3 with ``config`` and wait until all three run as one cluster.
@@ -124,7 +127,7 @@ class RabbitCluster(ComposeCluster):
             self.down()
         self.write_config(self.config)
         self._compose_up(["rabbit1"])
-        self._wait_healthy_or_explain(lambda: self._app_running_http("rabbit1"),
+        self._wait_healthy_or_explain(lambda: self.app_serving("rabbit1"),
                                       self.config.healthy_timeout, "rabbit1 running", must_run=["rabbit1"])
         self._compose_up(["rabbit2", "rabbit3"])
         self.wait_healthy(self.config.healthy_timeout, must_run=NODES)
@@ -144,7 +147,7 @@ class RabbitCluster(ComposeCluster):
                 return False
         return True
 
-    def wipe(self, node: str, start: bool = True, forget: bool = True) -> None:  # type: ignore[override]
+    def wipe(self, node: str, start: bool = True, forget: bool = True, **options: Any) -> None:
         """Lose the node's data. With ``forget`` (default) a running survivor forgets the node
         (``rabbitmqctl forget_cluster_node``) before it starts again, so it rejoins as new."""
         self.kill(node)
@@ -180,7 +183,7 @@ class RabbitCluster(ComposeCluster):
                 errors.append(f"{n}: {exc}")
         raise ClusterError(f"management API {path} unanswered: {'; '.join(errors)}")
 
-    def _app_running_http(self, node: str) -> bool:
+    def app_serving(self, node: str) -> bool:
         try:
             return any(short_node(n["name"]) == node and n.get("running") for n in self.nodes_view(node))
         except (ClusterError, requests.RequestException, ValueError):
@@ -234,16 +237,6 @@ class RabbitCluster(ComposeCluster):
                 errors.append(f"{n}: {exc}")
         raise ClusterError(f"set_policy {name} failed: {'; '.join(errors)}")
 
-    def delete_policy(self, name: str, vhost: str = "/", node: str | None = None) -> None:
-        path = f"policies/{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(name, safe='')}"
-        for n in ([node] if node else NODES):
-            try:
-                if self.http(n, "DELETE", path).status_code in (204, 404):
-                    return
-            except requests.RequestException:
-                continue
-        raise ClusterError(f"delete_policy {name} failed")
-
     # ---- rabbitmqctl (via docker exec; works when the client path is cut) -----------
     def rabbitmqctl(self, node: str, *args: str, check: bool = True, timeout: float = 60) -> tuple[int, str]:
         return self.exec(node, ["rabbitmqctl", *args], check=check, timeout=timeout)
@@ -284,19 +277,6 @@ class RabbitCluster(ComposeCluster):
         pause_minority / pause_if_all_down, or still booting), plus frozen containers."""
         return [n for n in NODES if self.paused(n) or (self.running(n) and not self.app_running(n))]
 
-    def not_running_nodes(self) -> list[str]:
-        return [n for n in NODES if not self.running(n)]
-
-    def forget_cluster_node(self, survivor: str, node: str) -> None:
-        self.rabbitmqctl(survivor, "forget_cluster_node", erlang_node(node), timeout=60)
-        log(f"{survivor} forgot {node}")
-
-    def stop_app(self, node: str) -> None:
-        self.rabbitmqctl(node, "stop_app", timeout=120)
-
-    def start_app(self, node: str) -> None:
-        self.rabbitmqctl(node, "start_app", timeout=120)
-
     def list_queues(self, node: str, *info: str, timeout: float = 60) -> list[dict]:
         """``rabbitmqctl list_queues`` on ``node`` (asks the queue processes: not the stats DB).
         Default columns: name, type, messages, pid (the master's / leader's node)."""
@@ -324,17 +304,87 @@ class RabbitCluster(ComposeCluster):
     def wait_node_rejoined(self, node: str, timeout: float = 120) -> None:
         """Wait until ``node`` runs and all running nodes see it in the cluster."""
         def ok() -> bool:
-            if not self._app_running_http(node):
+            if not self.app_serving(node):
                 return False
             return all(node in [short_node(x["name"]) for x in self.nodes_view(n) if x.get("running")]
                        for n in NODES if self.running(n))
         self._wait_healthy_or_explain(ok, timeout, f"{node} rejoined")
 
+    # ---- roles -------------------------------------------------------------------------
+    def role(self, name: str, arg: str | None) -> list[str]:
+        if name not in self.roles:
+            raise RoleError(f"a rabbitmq cluster has no role {name!r} (roles: {', '.join(self.roles)})")
+        if not arg:
+            raise RoleError(f"{name} needs a queue ({name}:QUEUE)")
+        if name == "queue_mirrors":
+            q = self.queue(arg) or {}
+            if q.get("type") == "quorum":
+                leader = short_node(q.get("leader"))
+                return [n for n in (short_node(m) for m in q.get("members") or []) if n != leader]
+            return self.queue_mirrors(arg)["mirrors"]
+        master = self.queue_master(arg)
+        return [master] if master else []
+
+    # ---- recovery ----------------------------------------------------------------------
+    def restart_app(self, node: str) -> None:
+        """``rabbitmqctl stop_app && start_app``: the documented recovery from a partition."""
+        self.rabbitmqctl(node, "stop_app", timeout=120)
+        self.rabbitmqctl(node, "start_app", timeout=120)
+
+    def partition_handling(self) -> str:
+        """The mode the running cluster was started with (its rendered rabbitmq.conf)."""
+        conf = self.conf_dir() / "rabbitmq.conf"
+        if conf.exists():
+            for line in conf.read_text().splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "cluster_partition_handling":
+                    return value.strip()
+        return self.config.partition_handling
+
+    def wait_whole(self, timeout: float, steady: Steady, record: Recorder, stale_after: float | None = None) -> None:
+        """Wait for "no partitions, every node running". If a partition entry outlives the
+        network cut, run the documented recovery (``stop_app``/``start_app`` on the node
+        holding it, the most-partitioned first) and record it as a finding."""
+        t0 = time.monotonic()
+        handling = self.partition_handling()
+        # under `ignore` RabbitMQ never heals itself; other modes get time to do their job
+        patience = stale_after if stale_after is not None else (20.0 if handling == "ignore" else 90.0)
+        whole = "RabbitMQ: no partitions, all nodes running"
+        try:
+            wait_until(steady(self.healthy), min(patience, timeout), whole, 1.0)
+            return
+        except TimeoutError:
+            pass
+        for _ in range(len(NODES)):
+            parts = self.partitions()
+            holders = sorted((n for n, p in parts.items() if p), key=lambda n: (-len(parts[n]), n))
+            if not holders:
+                break
+            node = holders[0]
+            log(f"partition entries {parts} {time.monotonic() - t0:.0f}s after the heal; recovering {node}")
+            record({"finding": "stale_partition", "node": node, "partitions": parts,
+                    "partition_handling": handling, "waited_s": round(time.monotonic() - t0, 1),
+                    "expected": handling == "ignore",
+                    "recovery": f"rabbitmqctl stop_app && rabbitmqctl start_app on {node}"},
+                   lambda n=node: self.restart_app(n))
+            try:
+                wait_until(steady(self.healthy), 60, "RabbitMQ whole after stop_app/start_app", 1.0)
+                return
+            except TimeoutError:
+                continue
+        left = max(10.0, timeout - (time.monotonic() - t0))
+        wait_until(steady(self.healthy), left, whole, 1.0)
+
+    def stuck_nodes(self) -> list[str]:
+        return [n for n in NODES if not self.running(n) or not self.app_serving(n)]
+
+    def wait_rejoined(self, node: str, timeout: float) -> None:
+        self.wait_node_rejoined(node, timeout=timeout)
+
 
 def _erl_atoms(text: str) -> list[str]:
     """Atoms like 'rabbit@rabbit2' out of an Erlang term printed by rabbitmqctl eval."""
-    import re
     return re.findall(r"'?(rabbit@[A-Za-z0-9_.-]+)'?", text)
 
 
-__all__ = ["RabbitCluster", "RabbitConfig", "docker"]
+__all__ = ["NODES", "RabbitCluster", "RabbitConfig"]

@@ -1,0 +1,33 @@
+"""The broker plug-ins, by name. Adding a broker: a package here exposing ``PLUGIN`` (a
+``harness.brokers.base.Broker``), listed in ``PLUGINS``. Nothing outside this package
+names a broker."""
+from __future__ import annotations
+
+import importlib
+
+from harness.brokers.base import Broker, Cluster, ClusterError, ComposeCluster, RoleError
+
+# name -> module holding PLUGIN (imported on first use: a kafka run never loads pika)
+PLUGINS = {"rabbitmq": "harness.brokers.rabbitmq", "kafka": "harness.brokers.kafka"}
+KINDS = tuple(PLUGINS)
+_loaded: dict[str, Broker] = {}
+
+
+def get(name: str) -> Broker:
+    if name not in PLUGINS:
+        raise ValueError(f"unknown broker {name!r} (one of {', '.join(KINDS)})")
+    if name not in _loaded:
+        _loaded[name] = importlib.import_module(PLUGINS[name]).PLUGIN
+    return _loaded[name]
+
+
+def plugins() -> list[Broker]:
+    return [get(n) for n in KINDS]
+
+
+def get_cluster(name: str) -> Cluster:
+    return get(name).cluster()
+
+
+__all__ = ["Broker", "Cluster", "ClusterError", "ComposeCluster", "KINDS", "PLUGINS", "RoleError",
+           "get", "get_cluster", "plugins"]

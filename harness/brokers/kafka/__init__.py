@@ -1,0 +1,85 @@
+"""The Kafka plug-in: ZooKeeper (zk1..3) and three brokers (kafka1..3) from the jars on Maven
+Central, confluent-kafka clients (a producer per scenario's acks, a reader in the drain)."""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.brokers.base import COMPOSE_DIR, Broker, ImageSpec, log
+from harness.brokers.kafka import observe
+from harness.brokers.kafka.clients import KafkaProducerWorker, KafkaReader
+from harness.brokers.kafka.cluster import KafkaCluster, KafkaConfig
+from harness.brokers.kafka.model import KafkaScenario
+from harness.brokers.kafka.probes import KafkaProbes
+from harness.util import run as run_cmd
+
+
+def _jars(ctx: Path) -> None:
+    """The Kafka and ZooKeeper jars, resolved from Maven Central into the build context."""
+    libs = ctx / "libs"
+    if libs.exists():
+        shutil.rmtree(libs)
+    libs.mkdir()
+    log("resolving the Kafka jars from Maven Central (mvn dependency:copy-dependencies)")
+    run_cmd(["mvn", "-q", "-B", "-f", str(COMPOSE_DIR / "kafka" / "pom.xml"), "dependency:copy-dependencies",
+             "-DincludeScope=runtime", f"-DoutputDirectory={libs}"], timeout=1200)
+    if not any(libs.glob("kafka_2.13-*.jar")) or not any(libs.glob("zookeeper-*.jar")):
+        raise RuntimeError(f"maven did not resolve kafka/zookeeper jars into {libs}")
+
+
+class Kafka(Broker):
+    name = "kafka"
+    scenario_model = KafkaScenario
+    settings_model = KafkaConfig
+    image = ImageSpec(repo="mqchaos/kafka", context="kafka", inputs=("Dockerfile", "pom.xml"),
+                      tools=(("mvn", "maven"),), prepare=_jars)
+
+    def cluster_class(self) -> type[KafkaCluster]:
+        return KafkaCluster
+
+    def cluster(self, project: str | None = None) -> KafkaCluster:
+        return KafkaCluster(project)
+
+    def declare(self, run: Any) -> None:
+        t = run.sc.topic
+        run.cluster.create_topic(t.name, partitions=t.partitions, replication_factor=t.replication_factor,
+                                 config={k: (str(v).lower() if isinstance(v, bool) else str(v))
+                                         for k, v in t.config.items()})
+
+    def producers(self, run: Any) -> list:
+        sc, w = run.sc, run.sc.workload
+        return [KafkaProducerWorker(
+            f"p{i}", run.cluster.bootstrap_servers(), sc.topic.name, run.writer("produce", f"p{i}"), run.clock,
+            run.stop_all, rate=w.rate, max_messages=w.max_messages, acks=w.acks,
+            idempotence=w.idempotence, retries=w.retries, max_in_flight=w.max_in_flight,
+            delivery_timeout_ms=w.delivery_timeout_ms, request_timeout_ms=w.request_timeout_ms,
+            size=w.message_size) for i in range(w.producers)]
+
+    def consumers(self, run: Any) -> list:
+        return []  # the topic is read after the heal, from the beginning (drain)
+
+    def drain(self, run: Any) -> dict:
+        t = run.sc.timing
+        t0 = time.monotonic()
+        reader = KafkaReader("reader", run.cluster.bootstrap_servers(), run.sc.topic.name,
+                             run.writer("consume", "reader"), run.clock, run.stop_all,
+                             idle_s=t.drain_idle, timeout_s=t.drain_timeout)
+        run.consumers = [reader]
+        reader.start()
+        reader.join(t.drain_timeout + 30)
+        return {"complete": reader.complete, "seconds": round(time.monotonic() - t0, 1),
+                "error": repr(reader.error) if reader.error else None}
+
+    def sample(self, cluster: Any, sc: Any) -> dict:
+        return observe.sample(cluster, sc)
+
+    def measure(self, sc, samples, logs, produce, consume, fault_start) -> dict:
+        return observe.measure(sc, samples, logs, fault_start)
+
+    def probes(self, run: Any) -> KafkaProbes:
+        return KafkaProbes(run)
+
+
+PLUGIN = Kafka()

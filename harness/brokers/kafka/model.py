@@ -1,0 +1,72 @@
+"""What a Kafka scenario may say: its topic, its producers' options, its probes."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from harness.brokers.kafka.cluster import KafkaConfig
+from harness.probes import spread_names
+from harness.spec import BaseScenario, BaseWorkload, Strict
+
+MEASUREMENTS = {"isr_min", "isr_below_2_s", "isr_shrink_s", "leaders_seen", "leader_changes",
+                "new_leader_elected", "controller_changes", "new_controller_elected", "leaderless_s",
+                "log_truncations"}
+
+
+class TopicSpec(Strict):
+    name: str = "mqchaos"
+    partitions: int = Field(1, ge=1)
+    replication_factor: int = Field(3, ge=1, le=3)
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class KafkaWorkload(BaseWorkload):
+    acks: Literal["0", "1", "all", "-1"] = "all"
+    idempotence: bool = False
+    retries: int = Field(2147483647, ge=0)
+    max_in_flight: int = Field(5, ge=1)
+    delivery_timeout_ms: int = Field(10_000, ge=1)
+    request_timeout_ms: int = Field(3_000, ge=1)
+    prefill: int = Field(0, ge=0, le=0, description="not supported: the topic is read in the drain")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _acks_as_text(cls, v):
+        if isinstance(v, dict) and isinstance(v.get("acks"), int):
+            v = dict(v, acks=str(v["acks"]))
+        return v
+
+    def outcome_timeout(self) -> float:
+        return self.delivery_timeout_ms / 1000
+
+
+class LeadersProbe(Strict):
+    """K11: partition leaders per broker before, after the faults, and after a
+    preferred-replica election (AdminClient elect_leaders) if asked."""
+    elect_preferred: bool = True
+    settle: float = Field(0, ge=0, le=600, description="seconds to let the controller rebalance by itself")
+
+
+class KafkaProbes(Strict):
+    leaders: LeadersProbe | None = None
+
+
+class KafkaScenario(BaseScenario):
+    target_key = "topic"
+    live_consumers = False  # read after the heal, in the drain
+
+    broker: Literal["kafka"]
+    cluster: KafkaConfig = Field(default_factory=KafkaConfig)
+    topic: TopicSpec = Field(default_factory=TopicSpec)
+    workload: KafkaWorkload = Field(default_factory=KafkaWorkload)
+    probes: KafkaProbes = Field(default_factory=KafkaProbes)
+
+    def subject(self) -> str:
+        return f"{self.topic.name}/0"
+
+    def measurement_names(self) -> set[str]:
+        names = set(MEASUREMENTS)
+        if self.probes.leaders is not None:
+            names |= spread_names("leaders", ("before", "after", "after_election"))
+        return names

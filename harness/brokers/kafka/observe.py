@@ -1,0 +1,42 @@
+"""Kafka observation: each second, the partition's leader and ISR and the controller, from
+ZooKeeper; afterwards, the leader changes, ISR shrinks and log truncations."""
+from __future__ import annotations
+
+import re
+
+from harness.measures import changes, duration, timeline
+
+
+def sample(cluster, sc) -> dict:
+    p = cluster.partitions(sc.topic.name)[0]
+    return {"leader": p["leader"], "isr": p["isr"], "epoch": p["leader_epoch"], "controller": cluster.controller()}
+
+
+def partition_measures(samples: list[dict], fault_start: float | None) -> dict:
+    ok = [s for s in samples if "isr" in s]
+    if not ok:
+        return {}
+    leaders, lchanges = changes(s["leader"] for s in ok)
+    _, cchanges = changes(s.get("controller") for s in ok)
+    m = {"isr_min": min(len(s["isr"]) for s in ok),
+         "isr_below_2_s": duration(ok, lambda s: len(s["isr"]) < 2),
+         "leaderless_s": duration(ok, lambda s: s["leader"] is None),
+         "leaders_seen": leaders, "leader_changes": lchanges, "new_leader_elected": lchanges > 0,
+         "controller_changes": cchanges, "new_controller_elected": cchanges > 0,
+         "isr_timeline": timeline(ok, lambda s: f"isr={','.join(s['isr'])} leader={s['leader']} "
+                                  f"controller={s.get('controller')}")}
+    if fault_start is not None:
+        full = len(ok[0]["isr"])
+        shrunk = [s["t"] for s in ok if s["t"] >= fault_start and len(s["isr"]) < full]
+        m["isr_shrink_s"] = round(shrunk[0] - fault_start, 2) if shrunk else None
+    return m
+
+
+def log_measures(logs: dict[str, str], topic: str) -> dict:
+    pat = re.compile(rf"Truncating partition {re.escape(topic)}-\d+|"
+                     rf"\[Log partition={re.escape(topic)}-\d+[^\]]*\] Truncating to")
+    return {"log_truncations": sum(len(pat.findall(t)) for n, t in logs.items() if n.startswith("kafka"))}
+
+
+def measure(sc, samples: list[dict], logs: dict[str, str], fault_start: float | None) -> dict:
+    return {**partition_measures(samples, fault_start), **log_measures(logs, sc.topic.name)}

@@ -1,0 +1,81 @@
+"""RabbitMQ observation: each second, the queue's master / leader and its mirrors; afterwards,
+what partition handling did (from the logs) and through which node deliveries came."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from harness.brokers.rabbitmq.cluster import short_node
+from harness.measures import changes, duration, timeline
+
+
+def sample(cluster, sc) -> dict:
+    q = None
+    for node in cluster.nodes():  # any node that answers, quickly
+        try:
+            q = cluster.api(f"queues/%2F/{sc.queue.name}", node=node, timeout=2)
+            break
+        except Exception:  # noqa: BLE001
+            continue
+    if not q:
+        return {"master": None}
+    if q.get("type") == "quorum":
+        return {"master": short_node(q.get("leader")),
+                "members": sorted(short_node(n) for n in q.get("members") or []),
+                "online": sorted(short_node(n) for n in q.get("online") or [])}
+    return {"master": short_node(q.get("node")),
+            "mirrors": sorted(short_node(n) for n in q.get("slave_nodes") or []),
+            "synchronised": sorted(short_node(n) for n in q.get("synchronised_slave_nodes") or [])}
+
+
+def queue_measures(samples: list[dict]) -> dict:
+    ok = [s for s in samples if "nodes" in s]
+    if not ok:
+        return {}
+    masters, n = changes(s.get("master") for s in ok)
+    m = {"masters_seen": masters, "master_changes": n, "new_master_elected": n > 0,
+         "queue_timeline": timeline(ok, lambda s: f"master={s.get('master')} "
+                                    f"sync={','.join(s.get('synchronised', s.get('online', [])) or [])}")}
+    if any("mirrors" in s for s in ok):
+        m["unsynchronised_s"] = duration(
+            [s for s in ok if "mirrors" in s],
+            lambda s: s.get("master") is not None and set(s["mirrors"]) - set(s["synchronised"]))
+    return m
+
+
+# RabbitMQ's own words (rabbit_node_monitor / mnesia, 3.8-3.10) for what partition handling did.
+_PAUSED = re.compile(r"minority/secondary status detected|pause until the \*entire\* cluster recovers|"
+                     r"We are about to pause")
+_PARTITIONED = re.compile(r"inconsistent_database, (running|starting)_partitioned_network|Partial partition detected")
+_LOSERS = re.compile(r"Losers:\s*\[([^\]]*)\]")
+
+
+def log_measures(logs: dict[str, str]) -> dict:
+    paused = sorted(n for n, text in logs.items() if _PAUSED.search(text))
+    losers = sorted({x.strip().strip("'").split("@")[-1] for text in logs.values()
+                     for group in _LOSERS.findall(text) for x in group.split(",") if x.strip()})
+    return {"paused_nodes": paused, "paused_count": len(paused),
+            "partition_detected": any(_PARTITIONED.search(t) for t in logs.values()),
+            "autoheal_losers": losers, "autoheal_loser_count": len(losers)}
+
+
+def delivery_nodes(consume: list[dict], samples: list[dict]) -> dict:
+    """Which node each delivery came through, and the share that came through a node that
+    was not the queue's leader at the time (Q5: a consumer attached to a follower)."""
+    by_node = Counter(r.get("node") or "?" for r in consume)
+    tl = [(s["t"], s.get("master")) for s in samples if s.get("master")]
+    follower = known = 0
+    i = 0
+    for r in sorted(consume, key=lambda r: r.get("t") or 0):
+        while i + 1 < len(tl) and tl[i + 1][0] <= (r.get("t") or 0):
+            i += 1
+        if not tl or not r.get("node"):
+            continue
+        known += 1
+        follower += r["node"] != tl[i][1]
+    return {"deliveries_by_node": dict(sorted(by_node.items())),
+            "follower_delivery_fraction": round(follower / known, 4) if known else None}
+
+
+def measure(samples: list[dict], logs: dict[str, str], consume: list[dict]) -> dict:
+    return {**queue_measures(samples), **log_measures(logs), **delivery_nodes(consume, samples)}

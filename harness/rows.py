@@ -1,0 +1,121 @@
+"""The row model of a batch (one row per run) and its reporters: a text table, Markdown,
+JUnit XML and JSON. Every batch (``make test-partition``, the catalogue, nightly) renders
+the same rows."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+from harness import expect, store
+
+VERDICT = {True: "held", False: "DID NOT HOLD", None: "could not decide"}
+
+
+def run_row(sc, result: dict, info: dict, run_dir: Path) -> dict:
+    """The figures of one checked run."""
+    m = expect.measured(result, info)
+    # The row's own measurement: what the prediction names beyond the usual counts.
+    specific = {k: m.get(k) for k in expect.expectations(sc) if k not in expect.CHECKER_KEYS}
+    if m.get("self_healed") is False:  # the cluster had to be restarted by hand: always shown
+        specific["self_healed"] = False
+    return {"scenario": sc.name, "id": sc.id, "attempted": result["attempted"], "confirmed": result["ok"],
+            "failed": result["fail"], "unknown": result["info"], "lost": result["lost"],
+            "duplicated": result["duplicated"], "ordering_violations": result["ordering_violations"],
+            "ordering": result.get("ordering"), "unavailable_s": result["unavailable_s"],
+            "blocked_s": m.get("blocked_s"), "measurement": specific, "valid": result["valid"],
+            "prediction": result["prediction"]["held"], "reason": result["prediction"]["reason"],
+            "expect": sc.expect, "brokers": info.get("brokers"), "report": str(Path(run_dir) / store.REPORT_MD)}
+
+
+def verdict_text(r: dict) -> str:
+    if r.get("harness_error"):
+        return "harness error" + (" (retried)" if r.get("retried") else "")
+    return VERDICT[r.get("prediction")] + (" (after a retry)" if r.get("retried") else "")
+
+
+def _fmt(v) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
+    if isinstance(v, float):
+        return f"{v:g}"
+    return "-" if v is None else str(v)
+
+
+# ---- reporters -------------------------------------------------------------------------------
+
+TEXT_COLUMNS = ("scenario", "attempted", "confirmed", "lost", "duplicated", "unavailable_s", "valid",
+                "prediction", "report")
+
+
+def text_table(rows: list[dict]) -> str:
+    """The console table (``make test-partition``)."""
+    cells = [TEXT_COLUMNS] + [tuple(str(r.get(c, "-")) for c in TEXT_COLUMNS) for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(TEXT_COLUMNS))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells)
+
+
+def markdown(rows: list[dict], out: Path, title: str) -> str:
+    head = ["id", "scenario", "attempted", "confirmed", "lost", "dup", "order viol.", "unavail. s",
+            "measurement", "prediction", "verdict", "run s"]
+    lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        rep = r.get("report")
+        link = f"[{r['scenario']}]({_relative(rep, out.parent.parent)})" if rep else r["scenario"]
+        order = f"{r.get('ordering_violations', '-')} ({r.get('ordering') or '-'})"
+        lines.append("| " + " | ".join(str(x) for x in (
+            r.get("id") or "-", link, r.get("attempted", "-"), r.get("confirmed", "-"), r.get("lost", "-"),
+            r.get("duplicated", "-"), order, _fmt(r.get("unavailable_s")), _fmt(r.get("measurement")),
+            _fmt(r.get("expect")), verdict_text(r), r.get("seconds"))) + " |")
+    lines += ["", "Verdicts: *held* = the source's prediction was borne out; *DID NOT HOLD* = the broker "
+              "behaved otherwise (a finding, see the run's report); *could not decide* = the run did not "
+              "measure what the prediction needs (reason in summary.json); *harness error* = not a "
+              "broker finding."]
+    return "\n".join(lines) + "\n"
+
+
+def _relative(path: str, root: Path) -> str:
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return path
+
+
+def junit(rows: list[dict], name: str = "mqchaos-catalogue") -> str:
+    """One testcase per scenario run: a prediction that did not hold is a failure (with the
+    figures), a harness error is an error, a run that could not decide is skipped."""
+    cases, failures, errors, skipped = [], 0, 0, 0
+    for r in rows:
+        cname = f"{r['scenario']}" + (f" #{r['repeat']}" if r.get("repeat") else "")
+        figures = (f"attempted={r.get('attempted')} confirmed={r.get('confirmed')} lost={r.get('lost')} "
+                   f"duplicated={r.get('duplicated')} ordering_violations={r.get('ordering_violations')} "
+                   f"unavailable_s={r.get('unavailable_s')} measurement={_fmt(r.get('measurement'))} "
+                   f"predicted={_fmt(r.get('expect'))} report={r.get('report')}")
+        body = ""
+        if r["harness_error"]:
+            errors += 1
+            body = f"<error message={quoteattr(str(r.get('reason')))}>{escape(json.dumps(r.get('earlier_attempts')))}</error>"
+        elif r.get("prediction") is False:
+            failures += 1
+            body = f"<failure message={quoteattr(str(r.get('reason')))}>{escape(figures)}</failure>"
+        elif r.get("prediction") is None:
+            skipped += 1
+            body = f"<skipped message={quoteattr(str(r.get('reason')))}/>"
+        props = f"<system-out>{escape(figures)}{' (retried after a harness error)' if r['retried'] else ''}</system-out>"
+        cases.append(f'  <testcase classname={quoteattr("mqchaos." + (r.get("id") or r["scenario"]))} '
+                     f'name={quoteattr(cname)} time="{r.get("seconds") or 0}">{body}{props}</testcase>')
+    total = sum(float(r.get("seconds") or 0) for r in rows)
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<testsuite name={quoteattr(name)} tests="{len(rows)}" failures="{failures}" errors="{errors}" '
+            f'skipped="{skipped}" time="{total:.1f}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+
+
+def write_all(rows: list[dict], out: Path, title: str) -> None:
+    """summary.json, summary.md, summary.txt and junit.xml in the batch directory; its
+    ``latest`` link moves to it."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
+    (out / "summary.md").write_text(markdown(rows, out, title))
+    (out / "summary.txt").write_text(text_table(rows) + "\n")
+    (out / "junit.xml").write_text(junit(rows))
+    store.finish_batch(out)

@@ -1,0 +1,90 @@
+"""The broker-neutral parts of a scenario, as typed models.
+
+Each broker plug-in subclasses ``BaseScenario`` with its own ``broker`` literal, its
+settings model (``cluster:``), the thing its clients use (``queue:`` / ``topic:``), its
+workload options and its probes; ``harness.scenario`` joins the plug-ins' models into one
+discriminated union. Unknown or mistyped fields are errors that name the field.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ORDERINGS = ("none", "fifo", "monotonic", "strict")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Crash(Strict):
+    at: float = Field(ge=0, description="seconds after the load starts")
+    consumer: str = Field(pattern=r"^c[0-9]+$")
+
+
+class BaseWorkload(Strict):
+    producers: int = Field(2, ge=1, le=64)
+    consumers: int = Field(2, ge=0, le=64)
+    rate: float = Field(200, gt=0, description="messages per second per producer")
+    max_messages: int = Field(1_000_000, ge=1, description="per producer: every load is bounded")
+    message_size: int = Field(0, ge=0)
+    crashes: list[Crash] = Field(default_factory=list, description="consumer crashes mid-delivery")
+    # Messages published (with confirms, as fast as the window allows) before the load starts,
+    # so the queue is large when the faults come (R6). They are in the history like any other.
+    prefill: int = Field(0, ge=0, le=2_000_000)
+
+    def outcome_timeout(self) -> float:
+        """The longest a publish can wait for its outcome (a producer's last word)."""
+        return 10.0
+
+
+class Timing(Strict):
+    warmup: float = Field(3, ge=0, description="seconds of load before the first fault")
+    duration: float = Field(30, gt=0, le=3600, description="seconds of load while faults run")
+    recovery: float = Field(10, ge=0, description="seconds of load after the heal")
+    drain_timeout: float = Field(120, gt=0)
+    drain_idle: float = Field(3, gt=0)
+    heal_timeout: float = Field(180, gt=0)
+
+
+class BaseScenario(Strict):
+    """What every scenario has. A plug-in's subclass narrows ``broker`` to its name."""
+    # the plug-in's field for its queue / topic (named in errors about a misplaced one)
+    target_key: ClassVar[str] = ""
+    # consumers run during the load (crashes, reads under faults), or only in the drain
+    live_consumers: ClassVar[bool] = True
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    id: str | None = None
+    description: str = ""
+    broker: str
+    workload: BaseWorkload = Field(default_factory=BaseWorkload)
+    timing: Timing = Field(default_factory=Timing)
+    nemesis: list[dict[str, Any]] | dict[str, Any] = Field(default_factory=list)  # nemesis/schedule.py
+    ordering: Literal["none", "fifo", "monotonic", "strict"] = "none"
+    expect: dict[str, Any] = Field(default_factory=dict)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _crashes_name_consumers(self):
+        if self.workload.crashes and not self.live_consumers:
+            raise ValueError(f"workload.crashes: {self.broker} is read after the heal; "
+                             "there is no consumer to crash during the load")
+        names = {f"c{i}" for i in range(self.workload.consumers)}
+        for i, c in enumerate(self.workload.crashes):
+            if c.consumer not in names:
+                raise ValueError(f"workload.crashes.{i}.consumer: no consumer {c.consumer} (have {sorted(names)})")
+        return self
+
+    # ---- what the plug-in's subclass answers ------------------------------------------
+    def subject(self) -> str:
+        """What a bare role target (``leader``, ``queue_master``...) refers to."""
+        raise NotImplementedError
+
+    def measurement_names(self) -> set[str]:
+        """The quantities the broker's observation and probes measure for this scenario."""
+        return set()
+
+    def prefill_names(self) -> set[str]:
+        return {"prefill.seconds", "prefill.rate"} if self.workload.prefill else set()

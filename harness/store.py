@@ -1,0 +1,230 @@
+"""The run store: where runs live on disk and what their files are called.
+
+    results/<scenario>/<UTC timestamp>/        one run (``new_run_dir``)
+        run.json        what ran: the scenario as run, phases, status, measurements
+        check.json      the checker's result and the verdict against the prediction
+        history/        produce-*.jsonl, consume-*.jsonl (+ parquet/ copy)
+        nemesis.jsonl   the fault timeline;  nemesis-state.json while faults are active
+        observations.jsonl, findings.jsonl, logs/, report.md, report.html, throughput.png
+    results/<scenario>/latest, results/latest  links to the newest run
+    results/<kind>/<UTC timestamp>/            one batch (catalogue, suite, nightly)
+
+A run is a directory with run.json or history/ (the shallowest: nothing below a run
+is another run). This module is the only one that knows these names; the checkers
+read runs through it and nothing else of the harness.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_ENV = "MQCHAOS_RESULTS"
+
+RUN_JSON = "run.json"
+CHECK_JSON = "check.json"
+HISTORY = "history"
+NEMESIS_LOG = "nemesis.jsonl"
+NEMESIS_STATE = "nemesis-state.json"
+FINDINGS = "findings.jsonl"
+OBSERVATIONS = "observations.jsonl"
+LOGS = "logs"
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+PLOT = "throughput.png"
+LATEST = "latest"
+
+_GLOB = re.compile(r"[*?\[]")
+
+
+def results_root(root: str | os.PathLike | None = None) -> Path:
+    """The results root: ``root`` if given, else $MQCHAOS_RESULTS, else <repo>/results;
+    always a real absolute path, so a run's path depends neither on the working directory
+    nor on links (``find_runs`` names runs by their real path too)."""
+    return Path(os.path.realpath(root or os.environ.get(RESULTS_ENV) or ROOT / "results"))
+
+
+def stamp(precise: bool = False) -> str:
+    """A UTC timestamp usable as a directory name (hundredths of a second if ``precise``)."""
+    now = datetime.now(timezone.utc)
+    if precise:
+        return now.strftime("%Y-%m-%dT%H-%M-%S.%fZ")[:-5] + "Z"
+    return now.strftime("%Y-%m-%dT%H-%M-%SZ")
+
+
+def point_latest(link: Path, target: str) -> None:
+    """Swap ``link`` to ``target`` atomically (a reader never sees it missing)."""
+    tmp = link.with_name(link.name + ".tmp")
+    if tmp.is_symlink():
+        tmp.unlink()
+    tmp.symlink_to(target)
+    tmp.replace(link)
+
+
+def new_run_dir(scenario: str, root: str | os.PathLike | None = None) -> Path:
+    base = results_root(root)
+    st = stamp(precise=True)
+    d = base / scenario / st
+    (d / HISTORY).mkdir(parents=True)
+    point_latest(base / scenario / LATEST, st)
+    point_latest(base / LATEST, f"{scenario}/{st}")
+    return d
+
+
+def new_batch_dir(kind: str, root: str | os.PathLike | None = None) -> Path:
+    """results/<kind>/<timestamp>/ for a batch's summary (its `latest` is set by ``finish_batch``)."""
+    d = results_root(root) / kind / stamp()
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def finish_batch(d: Path) -> None:
+    point_latest(d.parent / LATEST, d.name)
+
+
+# ---- JSON files --------------------------------------------------------------------------
+
+def write_json(path: Path, data: Any) -> None:
+    """Atomically: a reader (or a crash) never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n")
+    tmp.replace(path)
+
+
+def read_json(path: Path) -> tuple[dict | None, str | None]:
+    """(data, None); (None, None) if the file does not exist; (None, why) if unreadable."""
+    if not path.is_file():
+        return None, None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return None, f"{path.name} is not valid JSON: {e}"
+    if not isinstance(data, dict):
+        return None, f"{path.name} is not a JSON object"
+    return data, None
+
+
+def read_run(run_dir: str | os.PathLike) -> dict | None:
+    return read_json(Path(run_dir) / RUN_JSON)[0]
+
+
+def write_run(run_dir: str | os.PathLike, info: dict) -> None:
+    write_json(Path(run_dir) / RUN_JSON, info)
+
+
+def read_check(run_dir: str | os.PathLike) -> dict | None:
+    return read_json(Path(run_dir) / CHECK_JSON)[0]
+
+
+def write_check(run_dir: str | os.PathLike, result: dict) -> None:
+    write_json(Path(run_dir) / CHECK_JSON, result)
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Every whole JSON object line of a file; a torn or damaged line is skipped."""
+    out: list[dict] = []
+    p = Path(path)
+    if not p.is_file():
+        return out
+    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+# ---- a run's files -----------------------------------------------------------------------
+
+def history_files(run_dir: str | os.PathLike, kind: str) -> list[str]:
+    """history/<kind>*.jsonl (kind: produce or consume), sorted."""
+    return sorted(str(p) for p in (Path(run_dir) / HISTORY).glob(f"{kind}*.jsonl") if p.is_file())
+
+
+def history_records(run_dir: str | os.PathLike, kind: str) -> list[dict]:
+    return [r for f in history_files(run_dir, kind) for r in read_jsonl(f)]
+
+
+def read_logs(run_dir: str | os.PathLike) -> dict[str, str]:
+    d = Path(run_dir) / LOGS
+    return {p.stem: p.read_text(encoding="utf-8", errors="replace") for p in sorted(d.glob("*.log"))}
+
+
+# ---- finding runs ------------------------------------------------------------------------
+
+def is_run(p: Path) -> bool:
+    return (p / RUN_JSON).is_file() or (p / HISTORY).is_dir()
+
+
+def find_runs(args: list[str], local: Callable[[str], str] = str
+              ) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Run directories named by the arguments: runs, globs, or directories with runs below
+    them at any depth. ``latest`` links and overlapping arguments name a run once (by its
+    real path, which is the name returned); links are not walked into. Returns
+    (runs, [(argument, error)]). ``local`` turns an argument into a local path (a
+    ValueError from it is that argument's error)."""
+    runs: list[Path] = []
+    errors: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def add(p: Path) -> None:
+        real = os.path.realpath(p)
+        if real not in seen:
+            seen.add(real)
+            runs.append(Path(real))
+
+    for given in args:
+        try:
+            arg = local(given)
+        except ValueError as e:
+            errors.append((given, str(e)))
+            continue
+        pattern = not os.path.exists(arg) and bool(_GLOB.search(arg))
+        found = 0
+        for path in (sorted(glob.glob(arg)) if pattern else [arg]):
+            p = Path(path)
+            if not p.exists():
+                errors.append((path, "no such run directory"))
+            elif not p.is_dir():
+                if not pattern:
+                    errors.append((path, "not a directory"))
+            elif is_run(p):
+                add(p)
+                found += 1
+            else:
+                below = 0
+                for r in _runs_below(p):
+                    add(r)
+                    below += 1
+                found += below
+                if not below and not pattern:
+                    errors.append((path, "no run directory (run.json or history/) in it or below it"))
+        if pattern and not found:
+            # what a pattern matched that is not a run (a batch directory) is skipped, but a
+            # pattern that names no run at all is reported
+            errors.append((given, "the pattern matches no run directory"))
+    return runs, errors
+
+
+def _runs_below(top: Path) -> Iterator[Path]:
+    # os.walk does not follow links: `latest` is not walked into (a bounded walk)
+    for root, dirs, _files in os.walk(top):
+        r = Path(root)
+        if is_run(r):
+            dirs[:] = []  # nothing below a run is another run
+            yield r
+            continue
+        dirs.sort()
+
+
+def state_files(root: str | os.PathLike | None = None, limit: int = 200) -> list[Path]:
+    """nemesis-state.json of runs that may have died with faults active."""
+    base = results_root(root)
+    return sorted(base.glob(f"*/*/{NEMESIS_STATE}"))[:limit]
