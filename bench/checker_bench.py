@@ -151,7 +151,7 @@ def run_spark(run: Path) -> dict:
     spark = session(None, "mqchaos-bench")
     t1 = time.monotonic()
     runs, _ = open_runs([str(run)])
-    res = check_runs(spark, runs)[str(run)]
+    res = check_runs(spark, runs)[runs[0].dir]
     t2 = time.monotonic()
     rss = _jvm_peak_rss_mb()
     t3 = time.monotonic()

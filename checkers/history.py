@@ -31,7 +31,7 @@ class HistoryError(Exception):
 
 @dataclass
 class Run:
-    dir: str                       # absolute, as given (links kept: Spark sees the same path)
+    dir: str                       # the run's real path (harness.store.find_runs)
     produce: list[str]
     consume: list[str]
     meta: dict = field(default_factory=dict)        # run.json (harness.store)
@@ -151,7 +151,8 @@ def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
         for c in required:
             bad = bad | F.col(c).isNull()
         if kind == "produce":
-            bad = bad | ~F.col("outcome").isin(*S.OUTCOMES)
+            bad = bad | ~F.col("outcome").isin(*S.OUTCOMES, S.INVOKE)
+            bad = bad | (F.col("t_complete").isNull() & (F.col("outcome") != S.INVOKE))
             df = df.withColumn(S.POS, F.lit(None).cast(S.POS_TYPE))
         parts.append(df.withColumn("_bad", F.coalesce(bad, F.lit(True))).drop(S.CORRUPT))
     if pq_files:

@@ -7,7 +7,7 @@ Start-up and the first job of a fresh JVM are most of a small check's time
   in a 2-core machine the compiler threads compete with the tasks, and most
   of the code a check runs is not hot enough to repay a C2 compilation;
 - a class-data-sharing archive of the classes Spark loads, when one was
-  built for this Java and this pyspark (`python -m checkers.spark
+  built for this Java and this pyspark (`python -m checkers.cds
   --build-cds`, about a minute, once): it halves the start-up. Without it
   (or when the JVM finds it stale) everything works as before, only slower.
 """

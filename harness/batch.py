@@ -25,7 +25,7 @@ from harness import rows as R
 from harness import store
 from harness.expect import verdict
 from harness.runner import Interrupted, Run, log
-from harness.scenario import Scenario, ScenarioError, load, parse
+from harness.scenario import Scenario, ScenarioError, load, parse_recorded
 from harness.verdicts import EXIT_UNKNOWN, merge_codes
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
@@ -116,7 +116,7 @@ def row(e: Entry) -> dict:
     if s:
         base.update(s)
     else:
-        base.update(prediction=None, reason=(e.run.info.get("error") if e.run else None)
+        base.update(prediction=None, valid=e.status, reason=(e.run.info.get("error") if e.run else None)
                     or f"run {e.status}", report=str(e.run.dir) if e.run else None)
     base["harness_error"] = e.status != "completed"
     return base
@@ -145,7 +145,7 @@ def rows_from_runs(run_dirs: list[Path]) -> list[dict]:
     rows = []
     for (name, rep), attempts in by_key.items():
         d, info = attempts[-1]
-        sc = parse(info["params"], str(d / "run.json"))
+        sc = parse_recorded(info["params"], str(d / store.RUN_JSON))
         earlier = [{"run": str(a), "error": i.get("error")} for a, i in attempts[:-1]
                    if i.get("status") == "harness-error"]
         base = {"id": sc.id, "scenario": name, "repeat": rep, "status": info.get("status"),

@@ -142,7 +142,7 @@ def run(scenario_file, keep_cluster, no_check):
 @main.command("suite")
 @click.argument("scenario_files", nargs=-1, required=True)
 @click.option("--keep-cluster", is_flag=True)
-@click.option("--retries", type=click.IntRange(0, 3), default=1, show_default=True,
+@click.option("--retries", type=click.IntRange(0, 3), default=0, show_default=True,
               help="Retries of a run whose harness failed (never of a finding).")
 def suite(scenario_files, keep_cluster, retries):
     """Run the given scenarios in order and print one table (what `make test-partition`

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 
 from harness import expect, store
-from harness.scenario import parse
+from harness.scenario import ScenarioError, parse_recorded
 
 matplotlib.use("Agg")
 
@@ -160,4 +161,10 @@ def refresh(run_dir: Path) -> dict | None:
     info, result = store.read_run(run_dir), store.read_check(run_dir)
     if info is None or result is None or "params" not in info:
         return None  # not a harness run: nothing was predicted
-    return judge_and_write(run_dir, parse(info["params"], str(run_dir / store.RUN_JSON)), result, info)
+    try:
+        sc = parse_recorded(info["params"], str(run_dir / store.RUN_JSON))
+    except ScenarioError as e:  # a scenario this version cannot read: the check stands, unjudged
+        print(f"warning: {run_dir}: the recorded scenario no longer validates, prediction not judged: {e}",
+              file=sys.stderr)
+        return None
+    return judge_and_write(run_dir, sc, result, info)

@@ -50,6 +50,22 @@ def _misplaced(data: dict, broker: str) -> list[str]:
             if p.name != broker and p.scenario_model.target_key != own and p.scenario_model.target_key in data]
 
 
+def parse_recorded(params: Any, source: str = "run.json") -> Scenario:
+    """The scenario a run recorded (run.json ``params``), also from before the broker
+    plug-ins: that model held every broker's workload options and probes, and the other
+    broker's queue / topic as null. Those are dropped; what is left must still validate."""
+    if not isinstance(params, dict) or params.get("broker") not in brokers.KINDS:
+        return parse(params, source)
+    model = brokers.get(params["broker"]).scenario_model
+    targets = {p.scenario_model.target_key for p in brokers.plugins()}
+    data = {k: v for k, v in params.items() if v is not None or k not in targets}
+    for key in ("workload", "probes"):
+        fields = model.model_fields[key].annotation.model_fields
+        if isinstance(data.get(key), dict):
+            data[key] = {k: v for k, v in data[key].items() if k in fields and (key != "probes" or v is not None)}
+    return parse(data, source)
+
+
 def parse(data: Any, source: str = "scenario") -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario is a mapping of fields, not {type(data).__name__}")

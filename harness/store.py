@@ -50,10 +50,10 @@ def results_root(root: str | os.PathLike | None = None) -> Path:
 
 
 def stamp(precise: bool = False) -> str:
-    """A UTC timestamp usable as a directory name (hundredths of a second if ``precise``)."""
+    """A UTC timestamp usable as a directory name (milliseconds if ``precise``)."""
     now = datetime.now(timezone.utc)
     if precise:
-        return now.strftime("%Y-%m-%dT%H-%M-%S.%fZ")[:-5] + "Z"
+        return now.strftime("%Y-%m-%dT%H-%M-%S.%fZ")[:-4] + "Z"
     return now.strftime("%Y-%m-%dT%H-%M-%SZ")
 
 

@@ -133,3 +133,19 @@ def test_each_broker_has_its_own_settings_and_workload():
     # the scenario as run (run.json params) parses back to the same scenario
     again = parse(sc.model_dump(mode="json"))
     assert again == sc
+
+
+def test_a_run_recorded_before_the_plugins_is_judged_again():
+    """run.json of runs made before the broker plug-ins holds every broker's workload options,
+    probes and the other broker's target as null: re-checking such a run still parses it."""
+    from harness.scenario import parse_recorded
+
+    old = {"name": "R9-pause-minority", "broker": "rabbitmq", "cluster": {"partition_handling": "pause_minority"},
+           "queue": {"name": "q", "type": "mirrored", "policy": {"ha-mode": "all"}}, "topic": None,
+           "workload": {"rate": 100, "window": 100, "acks": "all", "idempotence": False, "retries": 3,
+                        "delivery_timeout_ms": 10000, "prefill": 0},
+           "probes": {"masters": None, "leaders": None, "throughput": None}, "expect": {"lost": 0}}
+    sc = parse_recorded(old)
+    assert sc.queue.name == "q" and sc.workload.rate == 100 and sc.cluster.partition_handling == "pause_minority"
+    with pytest.raises(ScenarioError):
+        parse_recorded(dict(old, workload={"rate": -1}))
