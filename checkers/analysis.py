@@ -1,7 +1,9 @@
 """The checker proper: a pure function of the histories (as DataFrames).
 
 Definitions (docs/history.md): identity is `msg_id`; a message's outcome is
-the best of its attempts (ok > info > fail).
+the best of its completions (ok > info > fail), so a late confirm written after
+a timeout upgrades info to ok; a message with an invoke record (history
+version 2) and no completion is info, never unexpected.
   lost            outcome ok, never delivered (lost_window: when those were confirmed)
   unexpected      delivered, never attempted
   duplicated      delivered more than once (duplicate_deliveries: the extra ones)
@@ -36,6 +38,8 @@ import inspect
 from typing import Callable
 
 from pyspark.sql import DataFrame, Window, functions as F
+
+from checkers import schema as S
 
 SAMPLES = 20
 RANK = {"fail": 1, "info": 2, "ok": 3}
@@ -108,11 +112,12 @@ def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
     """(run, msg_id) -> the message's attempts and deliveries, from one
     shuffle of every record."""
     # One narrow row per record through the shuffle. r: 0 malformed line,
-    # 1 / 2 / 3 an attempt (fail / info / ok), 4 a delivery that carries its
-    # writer, 5 one that does not.
+    # 1 / 2 / 3 a completion (fail / info / ok), 4 a delivery that carries its
+    # writer, 5 one that does not, 6 an invoke (history version 2).
     bad = F.col("_bad")
     p = produce.select(
-        "run", "msg_id", F.when(bad, 0).otherwise(_rank(F.col("outcome"))).alias("r"),
+        "run", "msg_id", F.when(bad, 0).when(F.col("outcome") == S.INVOKE, 6)
+        .otherwise(_rank(F.col("outcome"))).alias("r"),
         F.when(~bad & (F.col("outcome") == "ok"), F.col("t_complete")).alias("tc"),
         F.when(~bad, F.xxhash64("producer")).alias("ph"))
     parts = p
@@ -128,8 +133,9 @@ def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
     # (spark.sql.execution.combineAdjacentAggregation, set by checkers.spark).
     return parts.repartition("run", "msg_id").groupBy("run", "msg_id").agg(
         _count_if(attempt).alias("attempts"),
+        _count_if(r == 6).alias("inv"),
         F.max(F.when(attempt, r)).alias("best"),
-        _count_if(r >= 4).alias("dlv"),
+        _count_if(r.isin(4, 5)).alias("dlv"),
         _count_if(r == 0).alias("bad"),
         F.min("ph").alias("pmin"),
         F.max("ph").alias("pmax"),
@@ -142,8 +148,10 @@ def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | Non
     """The same for one run whose Parquet copy is bucketed by msg_id (only
     good records): each side aggregated, then joined, bucket by bucket."""
     ok = F.col("outcome") == "ok"
+    inv = F.col("outcome") == S.INVOKE
     m = produce.groupBy("msg_id").agg(
-        F.count(F.lit(1)).alias("attempts"), F.max(_rank(F.col("outcome"))).alias("best"),
+        _count_if(~inv).alias("attempts"), _count_if(inv).alias("inv"),
+        F.max(_rank(F.col("outcome"))).alias("best"),
         F.min(F.xxhash64("producer")).alias("pmin"), F.max(F.xxhash64("producer")).alias("pmax"),
         F.max(F.when(ok, F.col("t_complete"))).alias("ok_t"))
     if consume is None:
@@ -152,7 +160,8 @@ def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | Non
         d = consume.groupBy("msg_id").agg(F.count(F.lit(1)).alias("dlv"), _count_if(~_has_writer()).alias("nw"))
         m = m.join(d, "msg_id", "full_outer")
     return m.select(F.lit(rid).alias("run"), "msg_id",
-                    F.coalesce("attempts", F.lit(0)).cast("long").alias("attempts"), "best",
+                    F.coalesce("attempts", F.lit(0)).cast("long").alias("attempts"),
+                    F.coalesce("inv", F.lit(0)).cast("long").alias("inv"), "best",
                     F.coalesce("dlv", F.lit(0)).cast("long").alias("dlv"), F.lit(0).cast("long").alias("bad"),
                     "pmin", "pmax", "ok_t", F.coalesce("nw", F.lit(0)).cast("long").alias("nw"))
 
@@ -177,10 +186,13 @@ def identity_query(produce: DataFrame | None, consume: DataFrame | None,
     m = parts[0]
     for part in parts[1:]:
         m = m.unionByName(part)
+    # A message invoked but never completed (the run died first) is unknown: info.
+    m = m.withColumn("best", F.coalesce(F.col("best"), F.when(F.col("inv") > 0, F.lit(RANK["info"]))))
     best, dlv = F.col("best"), F.col("dlv")
+    seen = (F.col("attempts") + F.col("inv")) > 0
     kinds = {
         "lost": (best == 3) & (dlv == 0),
-        "unexpected": (F.col("attempts") == 0) & (dlv > 0),
+        "unexpected": ~seen & (dlv > 0),
         "duplicated": dlv > 1,
         "recovered": best.isin(1, 2) & (dlv > 0),
         "recovered_fail": (best == 1) & (dlv > 0),
@@ -192,13 +204,13 @@ def identity_query(produce: DataFrame | None, consume: DataFrame | None,
     # One row per message, reduced at once: anomalous messages keep their id
     # (`sid`), every other one folds into a single (run, null) row per task.
     per_msg = {
-        "attempted": _int(F.col("attempts") > 0), "ok": _int(best == 3), "info": _int(best == 2),
+        "attempted": _int(seen), "ok": _int(best == 3), "info": _int(best == 2),
         "fail": _int(best == 1), "produce_records": F.col("attempts"), "delivered": _int(dlv > 0),
         "deliveries": dlv, "duplicate_deliveries": F.greatest(dlv - 1, F.lit(0)),
         "malformed_lines": F.col("bad"),
         # deliveries lacking producer/seq whose message has a produce record
         # (the others, unexpected, have no writer to look up)
-        "no_writer": F.when(F.col("attempts") > 0, F.col("nw")).otherwise(0),
+        "no_writer": F.when(seen, F.col("nw")).otherwise(0),
         **{k: _int(cond) for k, cond in kinds.items()},
     }
     sums = list(per_msg)
@@ -382,7 +394,7 @@ def unavailable_query(produce: DataFrame, threshold: float) -> Query:
     if threshold < MIN_BUCKET_S:
         return _unavailable_sorted(produce, threshold)
     width = threshold * (1 - 1e-9)  # strictly narrower: float rounding cannot widen a bucket
-    p = (produce.where(~F.col("_bad"))
+    p = (produce.where(~F.col("_bad") & (F.col("outcome") != S.INVOKE))
          .select("run", (F.col("outcome") == "ok").alias("ok"), "t_invoke", "t_complete",
                  F.floor(F.col("t_complete") / width).alias("b")))
     okt = F.when(F.col("ok"), F.col("t_complete"))
@@ -418,7 +430,7 @@ def _gaps(f: DataFrame, threshold: float) -> Query:
 def _unavailable_sorted(produce: DataFrame, threshold: float) -> Query:
     """The same, for any threshold: the latest success at or before each
     failure by a running max over the produce log in time order (per bucket)."""
-    p = (produce.where(~F.col("_bad"))
+    p = (produce.where(~F.col("_bad") & (F.col("outcome") != S.INVOKE))
          .select("run", (F.col("outcome") == "ok").alias("ok"), "t_invoke", "t_complete",
                  F.floor(F.col("t_complete") / BUCKET_S).alias("b")))
     buckets = p.groupBy("run", "b").agg(

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from datetime import datetime, timezone
 
 from checkers import analysis as A
 from checkers.history import HistoryError, Run, bucketed, convert, load, open_runs, records_estimate, run_ids
 from checkers.spark import fit_partitions, session
 from harness import store
-from harness.verdicts import EXIT_UNKNOWN, exit_code, merge
+from harness.verdicts import EXIT_UNKNOWN, exit_code, merge, undecided
 
 
 def _rule(run: Run, override: str | None) -> str:
@@ -80,6 +81,11 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
         d["unavailable_s"] = round(sum(z - a for a, z in d["unavailable"]), 3)
         d["unavailable_threshold_s"] = threshold
         d["valid"], d["reason"] = A.verdict(d)
+        # A history cut short, or made under a fault that did not happen, decides nothing.
+        faults = store.read_jsonl(Path(run.dir) / store.NEMESIS_LOG) if "://" not in run.dir else []
+        d["undecided"] = undecided(run.meta, faults)
+        if d["undecided"]:
+            d["valid"], d["reason"] = None, "undecided: " + "; ".join(d["undecided"])
         d["run_dir"] = run.dir
         d["source"] = "parquet" if run.parquet_malformed is not None else "jsonl"
         results[run.dir] = d
@@ -102,7 +108,9 @@ def batch_exit_code(results: list[dict], errors: int) -> int:
 
 
 def main(paths: list[str], *, ordering: str | None = None, master: str | None = None,
-         threshold: float = 1.0, prefer_parquet: bool = True, out=None) -> int:
+         threshold: float = 1.0, prefer_parquet: bool = True, out=None, results_out: dict | None = None) -> int:
+    """Check the runs, write check.json into each, print a table; exit code by validity.
+    ``results_out`` receives {run dir: result}."""
     out = out or sys.stdout
     runs, errors = open_runs(paths, prefer_parquet=prefer_parquet)
     for p, e in errors:
@@ -117,6 +125,8 @@ def main(paths: list[str], *, ordering: str | None = None, master: str | None = 
         print(f"error: {e}", file=sys.stderr)
         return EXIT_UNKNOWN
     elapsed = round(time.monotonic() - t0, 2)
+    if results_out is not None:
+        results_out.update(results)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     rows = []
     for run_dir, d in results.items():

@@ -31,9 +31,12 @@ CONSUME = T.StructType([
 
 # A line missing any of these (or mistyping any field) cannot be checked: it
 # is counted in malformed_lines and skipped.
-PRODUCE_REQUIRED = ("msg_id", "producer", "seq", "outcome", "t_invoke", "t_complete")
+PRODUCE_REQUIRED = ("msg_id", "producer", "seq", "outcome", "t_invoke")
 CONSUME_REQUIRED = ("msg_id", "consumer", "t", "redelivered")
 OUTCOMES = ("ok", "fail", "info")
+# History version 2: written before the send; a completion (an outcome above) follows,
+# unless the run died first. Only completions need t_complete.
+INVOKE = "invoke"
 
 # The Parquet copy of the produce log keeps each record's place in the JSONL
 # (file, then Spark's row id, increasing along a file): the copy is bucketed

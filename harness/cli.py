@@ -26,15 +26,22 @@ def check(run_dirs, ordering, master, unavailable_threshold, json_only):
 
     from harness.report import refresh
     from harness.store import find_runs
+    from harness.verdicts import EXIT_UNKNOWN, merge_codes, run_exit_code
 
-    code = check_main(list(run_dirs), ordering=ordering, master=master,
-                      threshold=unavailable_threshold, prefer_parquet=not json_only)
-    # Harness runs also get their prediction and report written again.
-    for d in find_runs(list(run_dirs))[0]:
-        held = refresh(d)
-        if held is not None:
-            click.echo(f"{d}: prediction {held['reason']}")
-    sys.exit(code)
+    results: dict = {}
+    check_main(list(run_dirs), ordering=ordering, master=master, threshold=unavailable_threshold,
+               prefer_parquet=not json_only, results_out=results)
+    # Harness runs also get their prediction and report written again, and exit by it; a
+    # run that could not be checked (or an argument naming none) is unknown.
+    found, errors = find_runs(list(run_dirs))
+    codes = [EXIT_UNKNOWN] * (len(errors) + sum(1 for d in found if str(d) not in results))
+    for d, result in results.items():
+        pred = refresh(d)
+        if pred is not None:
+            result["prediction"] = pred
+            click.echo(f"{d}: prediction {pred['reason']}")
+        codes.append(run_exit_code(result))
+    sys.exit(merge_codes(codes) if codes else EXIT_UNKNOWN)
 
 
 @main.command()

@@ -113,4 +113,6 @@ def verdict(sc, result: dict, info: dict) -> dict:
         reason = "prediction held"
     if held is not None and result.get("lost") and not (info.get("drain") or {}).get("complete"):
         held, reason = None, "could not decide: the drain did not finish, 'lost' may still be queued"
+    if checks and result.get("undecided"):  # the run itself decides nothing (harness.verdicts)
+        held, reason = None, "could not decide: " + "; ".join(result["undecided"])
     return {"held": held, "reason": reason, "checks": checks}

@@ -2,6 +2,11 @@
 
 Each record is one line, flushed as soon as it is written, so a crash loses at
 most the line being written. The format is a public contract: docs/history.md.
+
+Version 2 (write-ahead): a producer writes an ``invoke`` record before it sends a
+message and the completion (``ok`` / ``fail`` / ``info``) when it learns the outcome;
+a confirm that arrives after the client gave up (``info``) is written as a later
+``ok`` completion. A message with an invoke and no completion is unknown (``info``).
 """
 from __future__ import annotations
 
@@ -11,6 +16,11 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+
+HISTORY_VERSION = 2  # run.json "history_version"; histories without it are version 1
+OUTCOMES = ("ok", "fail", "info")
+INVOKE = "invoke"
 
 
 class RunClock:
@@ -64,11 +74,19 @@ class JsonlWriter:
 def produce_record(*, msg_id: str, producer: str, seq: int, outcome: str,
                    t_invoke: float, t_complete: float, node: str | None,
                    error: str | None = None, **extra: Any) -> dict[str, Any]:
-    if outcome not in ("ok", "fail", "info"):
+    if outcome not in OUTCOMES:
         raise ValueError(f"outcome must be ok, fail or info, not {outcome!r}")
     return {"msg_id": msg_id, "producer": producer, "seq": seq, "outcome": outcome,
             "t_invoke": t_invoke, "t_complete": t_complete, "node": node,
             "error": error, **extra}
+
+
+def invoke_record(*, msg_id: str, producer: str, seq: int, t_invoke: float, node: str | None,
+                  **extra: Any) -> dict[str, Any]:
+    """Written before the message is sent: a crash after it leaves the message unknown,
+    never unexpected."""
+    return {"msg_id": msg_id, "producer": producer, "seq": seq, "outcome": INVOKE,
+            "t_invoke": t_invoke, "node": node, **extra}
 
 
 def consume_record(*, msg_id: str, consumer: str, t: float, redelivered: bool,

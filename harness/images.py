@@ -12,6 +12,7 @@ when the image for the current hash exists. Idempotent.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -119,8 +120,19 @@ def ensure_image(kind: str, base_id: str, force: bool = False) -> str:
         run(["docker", "build", "-q", "--label", f"mqchaos.inputs={digest}", "-t", ref, str(ctx)],
             timeout=1800, env=env)
         log(f"built {ref} in {time.monotonic() - t0:.0f}s")
+        dump_config_keys(kind, ref)
     run(["docker", "tag", ref, f"{spec.repo}:latest"], timeout=60)
     return ref
+
+
+def dump_config_keys(kind: str, ref: str) -> Path:
+    """The broker's own configuration names, dumped from the image just built (the plug-in's
+    committed config-keys.json must be the same: tests/test_images_real.py)."""
+    out = BUILD_DIR / brokers.get(kind).image.context / "config-keys.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(brokers.get(kind).dump_config_keys(ref), indent=1) + "\n")
+    log(f"{kind}: configuration names dumped to {out}")
+    return out
 
 
 def ensure_images(kinds: list[str] | None = None, force: bool = False) -> dict[str, str]:

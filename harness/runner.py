@@ -21,9 +21,9 @@ from checkers.history import convert, open_runs
 from checkers.spark import session
 from harness import brokers, observe, report, rows, store
 from harness.clients.base import Worker
-from harness.history import JsonlWriter, RunClock
+from harness.history import HISTORY_VERSION, JsonlWriter, RunClock
 from harness.scenario import Scenario
-from harness.verdicts import EXIT_UNKNOWN, exit_code
+from harness.verdicts import EXIT_UNKNOWN, run_exit_code
 from nemesis.core import Nemesis
 
 
@@ -82,6 +82,7 @@ class Run:
         self.probes = None
         self.info: dict = {"scenario": sc.name, "id": sc.id, "broker": sc.broker, "seed": sc.seed,
                            "ordering": sc.ordering, "params": sc.model_dump(mode="json"),
+                           "history_version": HISTORY_VERSION,
                            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                            "status": "running", "phases": {}}
         self._write_info()
@@ -256,7 +257,7 @@ class Run:
         result["checked_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         report.judge_and_write(self.dir, self.sc, result, self.info)
         self.info["summary"] = rows.run_row(self.sc, result, self.info, self.dir)
-        code = exit_code(result["valid"])
+        code = run_exit_code(result)
         self.info["exit_code"] = code
         self._write_info()
         return code

@@ -21,6 +21,7 @@ from harness import brokers, expect
 from harness.spec import BaseScenario
 from nemesis.faults import missing_capabilities
 from nemesis.schedule import parse as parse_schedule
+from nemesis.targets import targets_problems
 
 Scenario = BaseScenario  # what callers hold: one plug-in's subclass of it
 
@@ -77,16 +78,19 @@ def parse(data: Any, source: str = "scenario") -> Scenario:
     try:
         sc = _adapter().validate_python(data)
     except ValidationError as e:
-        lines += [f"  {_where(err['loc'], broker)}: {err['msg']}" for err in e.errors()]
+        lines += [f"  {_where(err['loc'], broker)}: {err['msg'].removeprefix('Value error, ')}" for err in e.errors()]
     if lines:
         raise ScenarioError(f"{source}: invalid scenario\n" + "\n".join(lines)) from None
     try:  # the nemesis validates its own schedule, naming the step and field
         steps = parse_schedule(sc.nemesis)
     except ValueError as e:
         raise ScenarioError(f"{source}: invalid scenario\n  {e}") from None
-    caps = brokers.get(broker).capabilities
+    plugin = brokers.get(broker)
+    caps, cluster = plugin.capabilities, plugin.cluster()
     lacking = [f"  nemesis: {st.fault} at {st.at:g}s needs {', '.join(missing)}, which {broker} nodes cannot do"
                for st in steps if (missing := missing_capabilities(st.fault, caps))]
+    lacking += [f"  nemesis: {st.fault} at {st.at:g}s: targets: {problem}" for st in steps
+                for problem in targets_problems(st.fault, st.targets, cluster.nodes(), cluster.roles)]
     bad = expect.undecidable(sc)
     lacking += [f"  expect.{k}: no {broker} run measures this (measured: {', '.join(sorted(expect.decidable(sc)))})"
                 for k in bad]

@@ -30,6 +30,15 @@ def exit_code(verdict: Verdict) -> int:
     return EXIT_VALID if verdict is True else EXIT_INVALID if verdict is False else EXIT_UNKNOWN
 
 
+def run_exit_code(result: dict) -> int:
+    """A checked run's exit code: by its prediction when the scenario states one (0 held,
+    1 did not hold, 2 undecided), else by the checker's validity."""
+    pred = result.get("prediction")
+    if isinstance(pred, dict) and pred.get("checks"):
+        return exit_code(pred.get("held"))
+    return exit_code(result.get("valid"))
+
+
 def verdict_of(code: int) -> Verdict:
     return True if code == EXIT_VALID else False if code == EXIT_INVALID else None
 
@@ -37,3 +46,25 @@ def verdict_of(code: int) -> Verdict:
 def merge_codes(codes: Iterable[int]) -> int:
     """The exit code of a batch from its members' codes, by ``merge``."""
     return exit_code(merge(verdict_of(c) for c in codes))
+
+
+def undecided(info: dict | None, faults: list[dict]) -> list[str]:
+    """Why a run's history cannot decide anything (then valid is null, exit 2): the run did
+    not complete (killed, interrupted, harness error), its drain did not finish, or a fault
+    step failed or left no evidence that it took effect (nemesis.jsonl ``details``)."""
+    reasons = []
+    info = info or {}
+    status = info.get("status")
+    if status is not None and status != "completed":
+        reasons.append(f"the run did not complete (status: {status})")
+    drain = info.get("drain")
+    if isinstance(drain, dict) and drain.get("complete") is False:
+        reasons.append("the drain did not finish: messages may still be queued")
+    for f in faults:
+        d = f.get("details") if isinstance(f.get("details"), dict) else {}
+        what = f"{f.get('fault')} {','.join(map(str, f.get('targets') or [])) or d.get('spec')}"
+        if d.get("error"):
+            reasons.append(f"fault {what} failed: {str(d['error'])[:200]}")
+        elif d.get("effective") is False:
+            reasons.append(f"fault {what} had no effect (evidence: {d.get('evidence')})")
+    return reasons

@@ -151,6 +151,10 @@ def execute(ctx: Ctx, f: Fault, params: dict) -> None:
         c.exec(node, ["tc", "qdisc", "replace", *spec], timeout=30)
     for node in f.targets if f.fault in NODE_ACTIONS else []:
         NODE_ACTIONS[f.fault](ctx, node, params, f)
+    if f.fault in NODE_ACTIONS:
+        _node_evidence(ctx, f)
+    if f.undo.get("tbf"):
+        prove(f, {"qdisc": sorted(f.undo["tbf"])}, True)  # tc refused otherwise
 
 
 def _wipe(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
@@ -191,6 +195,40 @@ def missing_capabilities(fault: str, capabilities: frozenset[str]) -> list[str]:
     return sorted(NEEDS.get(fault, frozenset()) - capabilities)
 
 
+# ---- evidence: what shows that a fault took effect -----------------------------------------
+def prove(f: Fault, evidence: dict, effective: bool) -> None:
+    """Record what the fault did; a fault with no effect makes the run undecided
+    (harness.verdicts.undecided)."""
+    f.details.setdefault("evidence", {}).update(evidence)
+    f.details["effective"] = bool(effective) and f.details.get("effective", True)
+
+
+def count_dropped(cluster: Any, f: Fault, rules: dict) -> None:
+    """A network fault's evidence: packets its rules dropped, read just before they go
+    (summed over the times the fault's rules are lifted)."""
+    got = net.dropped(cluster, rules, f.id)
+    seen = f.details.setdefault("evidence", {}).setdefault("dropped_packets", {})
+    for node, n in got.items():
+        seen[node] = seen.get(node, 0) + n
+    f.details["effective"] = sum(seen.values()) > 0
+
+
+def _node_evidence(ctx: Ctx, f: Fault) -> None:
+    """A node fault's evidence: the container's state right after the action."""
+    c = ctx.cluster
+    if f.fault in ("kill", "stop") or (f.fault == "wipe" and "start" in f.undo):
+        down = {n: not c.running(n) and not c.paused(n) for n in f.targets}
+        prove(f, {"down": down}, all(down.values()))
+    elif f.fault == "pause":
+        frozen = {n: c.paused(n) for n in f.targets}
+        prove(f, {"frozen": frozen}, all(frozen.values()))
+    elif f.fault in ("restart", "rolling_restart"):
+        seq = f.details.get("sequence") or []
+        prove(f, {"restarted": [s["node"] for s in seq if "start" in s]}, len(seq) == len(f.targets))
+    elif f.fault in ("wipe", "restart_app"):
+        prove(f, {"done": list(f.targets)}, True)  # the action raised otherwise
+
+
 def undo(cluster: Any, f: Fault, keys: tuple[str, ...] = UNDO_ORDER) -> None:
     """Undo the fault's ``keys`` parts; what is undone leaves ``f.undo``. Rules on a frozen
     (docker-paused) node cannot be removed yet and stay pending."""
@@ -199,6 +237,7 @@ def undo(cluster: Any, f: Fault, keys: tuple[str, ...] = UNDO_ORDER) -> None:
         if not pending:
             continue
         if key == "rules":
+            count_dropped(cluster, f, pending)
             f.undo[key] = {n: pending[n] for n in net.remove_rules(cluster, pending)}
         elif key == "tbf":
             f.undo[key] = {n: pending[n] for n in net.remove_tbf_all(cluster, pending)}

@@ -131,6 +131,32 @@ def _on_live(cluster: Any, node: str, script: str) -> bool:
     return True
 
 
+LIST_COUNTERS = " ; ".join(f"{shlex.join(IPT)} -L {chain} -v -x -n 2>/dev/null" for chain in (CHAIN_IN, CHAIN_OUT))
+
+
+def parse_dropped(listing: str, fault_id: str) -> int:
+    """Packets matched by the fault's rules in an ``iptables -L -v -x -n`` listing (each
+    rule line starts with its packet count and ends with its comment)."""
+    mark = f"/* {TAG}:{fault_id} */"
+    total = 0
+    for line in listing.splitlines():
+        words = line.split()
+        if words and words[0].isdigit() and line.rstrip().endswith(mark):
+            total += int(words[0])
+    return total
+
+
+def dropped(cluster: Any, rules: Rules, fault_id: str) -> dict[str, int]:
+    """Per node, the packets the fault's rules dropped so far (the fault's evidence: a
+    partition whose rules matched nothing did not partition anything). Nodes that are
+    frozen or down are left out (a restarted node's counters went with its namespace)."""
+    out = {}
+    for node in rules:
+        if cluster.running(node):
+            out[node] = parse_dropped(run_script(cluster, node, LIST_COUNTERS, check=False), fault_id)
+    return out
+
+
 def clear_node(cluster: Any, node: str) -> None:
     run_script(cluster, node, clear_script(), check=False)
 

@@ -20,6 +20,7 @@ A partition's ``targets`` is a grudge spec (see ``grudge_for``).
 """
 from __future__ import annotations
 
+import difflib
 import random
 from typing import Any, Iterable
 
@@ -137,3 +138,75 @@ def _pair(arg: Any, kind: str) -> tuple[Any, Any]:
     if not isinstance(arg, (list, tuple)) or len(arg) != 2:
         raise TargetError(f"{kind} takes a list of two targets, not {arg!r}")
     return arg[0], arg[1]
+
+
+# ---- checking targets before a run (no cluster needed) -------------------------------------
+KEYWORDS = ("all", "brokers", g.CLIENTS)
+SPEC_NAMES = ("halves", "random_halves", "bridge", "majorities_ring")
+SPEC_KINDS = {"halves": "expr", "bridge": "expr", "majorities_ring": "expr", "random_halves": "seed",
+              "isolate": "expr", "clients": "expr", "partial": "pair", "isolate_from": "pair",
+              "components": "list", "grudge": "grudge"}
+
+
+def _near(word: str, names) -> str:
+    close = difflib.get_close_matches(word, list(names), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def expr_problems(expr: Any, nodes: list[str], roles: dict) -> list[str]:
+    """What is wrong with a target expression, judged from the broker's node names and
+    roles alone (what a role names is only known when the fault runs)."""
+    if not isinstance(expr, str):
+        return [f"a target is a string, not {expr!r}"]
+    expr = expr.strip()
+    if " except " in expr and not expr.startswith(("random:", "others:")):
+        keep, _, drop = expr.partition(" except ")
+        return expr_problems(keep, nodes, roles) + expr_problems(drop, nodes, roles)
+    if expr in nodes or expr in KEYWORDS:
+        return []
+    role, _, arg = expr.partition(":")
+    if role in roles:
+        return [f"{expr!r}: role {role} takes no argument"] if arg and not roles[role].arg else []
+    if role == "random":
+        count, _, pool = arg.partition(":")
+        problems = [] if count.isdigit() and int(count) > 0 else [f"{expr!r}: random:N needs a count N > 0"]
+        return problems + (expr_problems(pool, nodes, roles) if pool else [])
+    if role == "others" and arg:
+        return expr_problems(arg, nodes, roles)
+    return [f"unknown target {expr!r}{_near(role, [*nodes, *KEYWORDS, *roles, 'random', 'others'])}"]
+
+
+def targets_problems(fault: str, targets: Any, nodes: list[str], roles: dict) -> list[str]:
+    """What is wrong with a step's ``targets`` (a partition spec for partition and loss)."""
+    if targets is None:
+        return []
+    if fault not in ("partition", "loss"):
+        items = [targets] if isinstance(targets, str) else targets
+        if not isinstance(items, list):
+            return [f"targets must be a target or a list of them, not {targets!r}"]
+        return [p for item in items for p in expr_problems(item, nodes, roles)]
+    if isinstance(targets, str):
+        return [] if targets in SPEC_NAMES else [f"unknown partition {targets!r}{_near(targets, SPEC_NAMES)}"]
+    if not isinstance(targets, dict) or len(targets) != 1:
+        return [f"a partition spec is a name or a one-key mapping, not {targets!r}"]
+    (kind, arg), = targets.items()
+    shape = SPEC_KINDS.get(kind)
+    if shape is None:
+        return [f"unknown partition spec {kind!r}{_near(kind, SPEC_KINDS)}"]
+    if shape == "expr":
+        return [] if arg is None else expr_problems(arg, nodes, roles)
+    if shape == "seed":
+        return [] if arg is None or isinstance(arg, int) else [f"random_halves takes a seed, not {arg!r}"]
+    if shape == "pair":
+        if not isinstance(arg, list) or len(arg) != 2:
+            return [f"{kind} takes a list of two targets, not {arg!r}"]
+        return [p for a in arg for p in expr_problems(a, nodes, roles)]
+    if shape == "list":
+        if not isinstance(arg, list) or not arg:
+            return [f"{kind} takes a list of targets, not {arg!r}"]
+        return [p for a in arg for p in expr_problems(a, nodes, roles)]
+    if not isinstance(arg, dict):
+        return [f"grudge takes a mapping node -> [nodes], not {arg!r}"]
+    names = [*nodes, g.CLIENTS]
+    return [f"grudge names {n!r}, not a node{_near(str(n), names)}"
+            for k, v in arg.items() for n in [k, *(v if isinstance(v, list) else [v])] if n not in names]

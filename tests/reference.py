@@ -22,11 +22,13 @@ def _int(v):
 
 
 def _str(v):
-    return isinstance(v, str)
+    # Spark's JSON reader takes any value of a string field as its JSON text (docs/history.md)
+    return v is not None
 
 
 PRODUCE_TYPES = {"msg_id": _str, "producer": _str, "seq": _int, "outcome": _str,
                  "t_invoke": _num, "t_complete": _num}
+INVOKE = "invoke"  # written before the send (history version 2): no t_complete
 CONSUME_TYPES = {"msg_id": _str, "consumer": _str, "t": _num, "redelivered": lambda v: isinstance(v, bool)}
 OPTIONAL = {"source": _str, "offset": _int, "node": _str, "producer": _str, "seq": _int, "error": _str}
 
@@ -43,12 +45,20 @@ def _read(run_dir: Path, kind: str):
             except ValueError:
                 bad += 1
                 continue
+            need = types
+            if kind == "produce" and isinstance(rec, dict) and rec.get("outcome") == INVOKE:
+                need = {k: v for k, v in types.items() if k != "t_complete"}
             ok = isinstance(rec, dict) and all(
-                rec.get(k) is not None and check(rec[k]) for k, check in types.items())
+                rec.get(k) is not None and check(rec[k]) for k, check in need.items())
+            ok = ok and all(rec.get(k) is None or check(rec[k]) for k, check in types.items() if k not in need)
             ok = ok and all(rec.get(k) is None or check(rec[k]) for k, check in OPTIONAL.items()
                             if k not in types)
+            if ok:  # string fields holding another JSON value: its text, as Spark reads it
+                for k in ("msg_id", "producer", "consumer", "outcome", "source", "node", "error"):
+                    if rec.get(k) is not None and not isinstance(rec[k], str):
+                        rec[k] = json.dumps(rec[k], separators=(",", ":"))
             if ok and kind == "produce":
-                ok = rec["outcome"] in RANK
+                ok = rec["outcome"] in RANK or rec["outcome"] == INVOKE
             if ok:
                 good.append(rec)
             else:
@@ -58,8 +68,10 @@ def _read(run_dir: Path, kind: str):
 
 def check(run_dir, ordering="none", threshold=1.0) -> dict:
     run_dir = Path(run_dir)
-    produce, bad_p = _read(run_dir, "produce")
+    records, bad_p = _read(run_dir, "produce")
     consume, bad_c = _read(run_dir, "consume")
+    invoked = {r["msg_id"] for r in records if r["outcome"] == INVOKE}
+    produce = [r for r in records if r["outcome"] != INVOKE]  # the completions
 
     best: dict[str, int] = {}
     producers: dict[str, set] = defaultdict(set)
@@ -69,8 +81,11 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
         if r["outcome"] == "ok":
             ok_t[r["msg_id"]] = max(ok_t.get(r["msg_id"], r["t_complete"]), r["t_complete"])
         best[r["msg_id"]] = max(best.get(r["msg_id"], 0), RANK[r["outcome"]])
-        producers[r["msg_id"]].add(r["producer"])
+    for r in records:  # a message's writer is its first record, invoke or completion
         writer.setdefault(r["msg_id"], (r["producer"], r["seq"]))
+        producers[r["msg_id"]].add(r["producer"])
+    for m in invoked:  # sent, and the run never learnt what became of it: unknown
+        best.setdefault(m, RANK["info"])
     dlv: dict[str, int] = defaultdict(int)
     for r in consume:
         dlv[r["msg_id"]] += 1

@@ -15,16 +15,22 @@ class Planted:
     recovered: set = field(default_factory=set)
     reordered: set = field(default_factory=set)
     malformed: int = 0
+    crashed: set = field(default_factory=set)   # invoked, never completed (the run died)
+    late: set = field(default_factory=set)      # timed out, then confirmed late
 
 
 def build(rng: random.Random, *, producers=2, per_producer=50, consumers=1, p_fail=0.05, p_info=0.05,
           lost=0, duplicated=0, unexpected=0, reordered=0, malformed=0, outage=None,
-          kafka=False):
+          kafka=False, write_ahead=False, crashed=0, late=0, late_lost=0):
     """Return (produce records, consume records, raw malformed lines, Planted).
 
     The clean history delivers every confirmed message once, in order;
     anomalies are then planted on distinct messages so their counts are known.
     `outage=(a, z)`: every attempt completing in [a, z] fails.
+    History version 2 (`write_ahead`): every attempt is preceded by its invoke record;
+    `crashed` delivered messages keep only their invoke (the run died before their
+    outcome was known); `late` confirmed messages were first written as timed out and
+    confirmed later, `late_lost` of them are then lost.
     """
     produce, consume = [], []
     for p in range(producers):
@@ -42,6 +48,9 @@ def build(rng: random.Random, *, producers=2, per_producer=50, consumers=1, p_fa
     oks = [r for r in produce if r["outcome"] == "ok"]
     rng.shuffle(oks)
     lost_ids = {r["msg_id"] for r in oks[:lost]}
+    late_recs = oks[lost:lost + late]
+    planted.late = {r["msg_id"] for r in late_recs}
+    lost_ids |= {r["msg_id"] for r in late_recs[:late_lost]}
     planted.lost = lost_ids
     # Some unconfirmed messages were written anyway.
     planted.recovered = {r["msg_id"] for r in [r for r in produce if r["outcome"] != "ok"][: max(1, len(produce) // 50)]}
@@ -76,6 +85,21 @@ def build(rng: random.Random, *, producers=2, per_producer=50, consumers=1, p_fa
             a, b = lane[0], lane[1]
             a["t"], b["t"] = b["t"], a["t"]
             planted.reordered.add(a["msg_id"])
+    if write_ahead:
+        crashed_recs = oks[lost + late:lost + late + crashed]
+        planted.crashed = {r["msg_id"] for r in crashed_recs}
+        out = []
+        for r in produce:
+            out.append({"msg_id": r["msg_id"], "producer": r["producer"], "seq": r["seq"], "outcome": "invoke",
+                        "t_invoke": r["t_invoke"], "node": r["node"]})
+            if r["msg_id"] in planted.crashed:
+                continue
+            if r["msg_id"] in planted.late:
+                out.append(dict(r, outcome="info", t_complete=round(r["t_invoke"] + 10.0, 6), error="confirm timeout"))
+                out.append(dict(r, t_complete=round(r["t_invoke"] + 12.5, 6)))
+                continue
+            out.append(r)
+        produce = out
     raw = ['{"msg_id": "trunc', "not json at all", '{"msg_id": "x", "producer": "p0", "seq": "seven"}',
            '{"msg_id": "y", "producer": "p0", "seq": 1, "outcome": "maybe", "t_invoke": 1, "t_complete": 2}']
     planted.malformed = malformed

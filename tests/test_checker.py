@@ -188,9 +188,18 @@ def histories(draw):
         for seq in range(draw(st.integers(0, 12))):
             mid = draw(st.sampled_from([f"p{p}-{seq}", f"p{p}-{seq}", f"p{p}-{seq}", f"shared-{seq}"]))
             t0 = draw(record_t)
-            produce.append({"msg_id": mid, "producer": f"p{p}", "seq": seq,
-                            "outcome": draw(st.sampled_from(["ok", "ok", "ok", "fail", "info"])),
-                            "t_invoke": t0, "t_complete": t0 + draw(record_t), "node": "n", "error": None})
+            rec = {"msg_id": mid, "producer": f"p{p}", "seq": seq, "t_invoke": t0, "node": "n"}
+            # history version 2: an invoke before the send (alone if the run died), then the
+            # completion; sometimes a late confirm after a timeout
+            if draw(st.booleans()):
+                produce.append(dict(rec, outcome="invoke"))
+            outcome = draw(st.sampled_from(["ok", "ok", "ok", "fail", "info", "invoke", "late"]))
+            t1 = t0 + draw(record_t)
+            if outcome == "late":
+                produce.append(dict(rec, outcome="info", t_complete=t1, error="confirm timeout"))
+                produce.append(dict(rec, outcome="ok", t_complete=t1 + draw(record_t), error=None))
+            elif outcome != "invoke":
+                produce.append(dict(rec, outcome=outcome, t_complete=t1, error=None))
     ids = [r["msg_id"] for r in produce] + ["ghost-1", "ghost-2"]
     for _ in range(draw(st.integers(0, 30))):
         mid = draw(st.sampled_from(ids))
@@ -404,3 +413,23 @@ def test_ordering_group_hash_collision_falls_back_to_exact(spark, tmp_path, monk
     monkeypatch.setattr(A, "ordering_query", spy)
     agree(run_checker(spark, [d], ordering="monotonic")[str(d)], ref)
     assert calls == [False, True]  # the job's hashed window, then the exact one
+
+
+def test_write_ahead_history(spark, tmp_path):
+    """History version 2: a message invoked before the run died is unknown (info), never
+    unexpected, even when delivered; a confirm that came after the timeout upgrades info
+    to ok, so such a message that is then lost counts as lost."""
+    produce, consume, _, planted = synth.build(random.Random(13), producers=2, per_producer=80, lost=2,
+                                               write_ahead=True, crashed=3, late=4, late_lost=2)
+    assert len(planted.crashed) == 3 and len(planted.late) == 4
+    d = synth.write_run(tmp_path / "wa", produce, consume)
+    res = run_checker(spark, [d])[str(d)]
+    agree(res, reference.check(d))
+    assert res["unexpected"] == 0 and res["lost"] == 2 + 2
+    assert planted.late & set(res["samples"]["lost"]) and len(set(res["samples"]["lost"]) & planted.late) == 2
+    assert planted.crashed <= set(res["samples"]["recovered"])  # delivered, outcome unknown
+    assert res["produce_records"] == sum(1 for r in produce if r["outcome"] != "invoke")
+    assert res["malformed_lines"] == 0
+    # the same history without its invoke records: the crashed messages look unexpected
+    v1 = synth.write_run(tmp_path / "v1", [r for r in produce if r["outcome"] != "invoke"], consume)
+    assert run_checker(spark, [v1])[str(v1)]["unexpected"] == 3

@@ -209,6 +209,52 @@ def test_wipe_and_rejoin(cluster):
 
 
 @pytest.mark.docker
+def test_a_late_confirm_is_written_and_the_message_then_lost_counts_as_lost(cluster, tmp_path):
+    """Confirms held back past confirm_timeout (rabbit1 frozen for a moment) are written as
+    later completions; the queue then purged, every confirmed message is lost, the late
+    ones included (the reference checker reads the history)."""
+    import json
+    import threading
+
+    import reference
+    from harness.brokers.rabbitmq.clients import RabbitPublisher
+    from harness.brokers.rabbitmq.workload import endpoints
+    from harness.history import JsonlWriter, RunClock
+
+    queue = "late.confirms"
+    declare_and_publish(cluster, "rabbit1", queue, 0, {"x-queue-type": "classic"})
+    wait_until(lambda: cluster.queue_master(queue) == "rabbit1", 20, f"{queue} on rabbit1")
+    stop = threading.Event()
+    pub = RabbitPublisher("p0", [e for e in endpoints(cluster) if e.node == "rabbit1"], queue,
+                          JsonlWriter(tmp_path / "history" / "produce-p0.jsonl"), RunClock(), stop,
+                          rate=100, max_messages=600, window=100, confirm_timeout=1.0)
+    pub.start()
+    try:
+        wait_until(lambda: pub.stats.ok >= 50, 30, "first confirms")
+        cluster.pause("rabbit1")
+        try:
+            wait_until(lambda: pub.stats.info >= 1, 15, "a confirm to time out")
+        finally:
+            cluster.unpause("rabbit1")
+        pub.join(60)
+    finally:
+        stop.set()
+        pub.join(30)
+    assert not pub.is_alive() and pub.error is None
+    cluster.rabbitmqctl("rabbit1", "purge_queue", queue)
+    (tmp_path / "run.json").write_text("{}")
+    records = [json.loads(x) for x in (tmp_path / "history" / "produce-p0.jsonl").read_text().splitlines()]
+    late = {r["msg_id"] for r in records if r.get("late") and r["outcome"] == "ok"}
+    invoked = {r["msg_id"] for r in records if r["outcome"] == "invoke"}
+    assert late, "no confirm came after the timeout"
+    assert len(invoked) == 600  # every message was written ahead of its send
+    ref = reference.check(tmp_path)
+    confirmed = {r["msg_id"] for r in records if r["outcome"] == "ok"}
+    assert late <= confirmed and ref["lost"] == len(confirmed) == ref["ok"]
+    assert ref["unexpected"] == 0
+
+
+@pytest.mark.docker
 def test_collect_logs(cluster, tmp_path):
     cluster.collect_logs(tmp_path)
     for n in NODES:

@@ -27,14 +27,17 @@ only through ports published on 127.0.0.1.
 from __future__ import annotations
 
 import abc
+import difflib
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from functools import cache
 from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -404,12 +407,41 @@ class ComposeCluster(Cluster):
 
 # ---- the plug-in ------------------------------------------------------------------------------
 
+# ---- the broker's own configuration names -------------------------------------------------
+# Each plug-in ships config-keys.json: the names its broker accepts, dumped from the broker
+# itself when its image is built (Broker.dump_config_keys; a test compares the two), so a
+# typo is refused before a run rather than silently ignored by the broker.
+
+@cache
+def config_keys(path: str, kind: str) -> tuple[str, ...]:
+    return tuple(json.loads(Path(path).read_text())[kind])
+
+
+@cache
+def _key_pattern(path: str, kind: str) -> re.Pattern:
+    """Names with placeholders (RabbitMQ's schema: ``...nodes.$name``) match any segment."""
+    alts = [re.sub(r"\\\$[A-Za-z_]+", "[^.]+", re.escape(k)) for k in config_keys(path, kind)]
+    return re.compile("^(?:" + "|".join(alts) + ")$")
+
+
+def known_key(path: str, kind: str, key: str) -> bool:
+    return bool(_key_pattern(path, kind).match(key))
+
+
+def closest(key: str, names: list[str] | tuple[str, ...]) -> str:
+    near = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
 class Settings(BaseModel):
     """A broker's ``cluster:`` block: typed fields (or the broker's own names for them, in
-    ``aliases``); any other key is a raw configuration line of the broker's and goes to
-    ``extra``, rendered as is."""
+    ``aliases``); any other key must be one of the broker's own configuration names
+    (``keys_file``) and goes to ``extra``, rendered as a raw line; a deliberate raw line
+    the broker does not list goes under ``extra:`` explicitly."""
     model_config = ConfigDict(extra="forbid")
     aliases: ClassVar[dict[str, str]] = {}
+    keys_file: ClassVar[Path | None] = None    # the plug-in's config-keys.json
+    broker: ClassVar[str] = ""
 
     extra: dict[str, str] = Field(default_factory=dict)
     healthy_timeout: float = 120.0
@@ -422,14 +454,21 @@ class Settings(BaseModel):
         names = set(cls.model_fields) - {"extra"}
         known: dict[str, Any] = {}
         extra = {k: str(v) for k, v in (data.get("extra") or {}).items()}
+        unknown = []
         for k, v in data.items():
             key = cls.aliases.get(k, k.replace("-", "_"))
             if k == "extra":
                 continue
             if key in names:
                 known[key] = v
-            else:
+            elif cls.keys_file is None or known_key(str(cls.keys_file), "broker", k):
                 extra[k] = str(v)
+            else:
+                choices = sorted(names | set(cls.aliases)) + list(config_keys(str(cls.keys_file), "broker"))
+                unknown.append(f"{k!r} is neither a setting of the harness nor a {cls.broker} "
+                               f"configuration name{closest(k, choices)}; a deliberate raw line goes under extra:")
+        if unknown:
+            raise ValueError("; ".join(unknown))
         return {**known, "extra": extra}
 
     @classmethod
@@ -457,6 +496,11 @@ class Broker(abc.ABC):
 
     @abc.abstractmethod
     def cluster(self, project: str | None = None) -> Cluster: ...
+
+    def dump_config_keys(self, image_ref: str) -> dict[str, Any]:
+        """The configuration names the broker in ``image_ref`` accepts ({"version": ...,
+        "broker": [...], ...}), read from the broker itself: what config-keys.json holds."""
+        return {}
 
     @property
     def capabilities(self) -> frozenset[str]:

@@ -16,6 +16,12 @@ class Stats:
     last_error: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def revise(self, old: str, new: str) -> None:
+        """A later completion replaces an earlier one (a late confirm)."""
+        with self._lock:
+            setattr(self, old, getattr(self, old) - 1)
+            setattr(self, new, getattr(self, new) + 1)
+
     def add(self, outcome: str, error: str | None = None) -> None:
         with self._lock:
             setattr(self, outcome, getattr(self, outcome) + 1)

@@ -2,12 +2,13 @@
 Central, confluent-kafka clients (a producer per scenario's acks, a reader in the drain)."""
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from harness.brokers.base import COMPOSE_DIR, Broker, ImageSpec, log
+from harness.brokers.base import COMPOSE_DIR, Broker, ImageSpec, docker, log
 from harness.brokers.kafka import observe
 from harness.brokers.kafka.clients import KafkaProducerWorker, KafkaReader
 from harness.brokers.kafka.cluster import KafkaCluster, KafkaConfig
@@ -41,6 +42,20 @@ class Kafka(Broker):
 
     def cluster(self, project: str | None = None) -> KafkaCluster:
         return KafkaCluster(project)
+
+    def dump_config_keys(self, image_ref: str) -> dict[str, Any]:
+        """server.properties' and topic configs' names, from Kafka's own ConfigDefs (the
+        documentation its classes print: KafkaConfig, LogConfig)."""
+        def names(cls: str) -> list[str]:
+            out = docker("run", "--rm", "--network", "none", "--entrypoint", "java", image_ref,
+                         "-cp", "/opt/kafka/libs/*", cls, timeout=180).stdout
+            return sorted(set(re.findall(r'<h4><a id="([^"]+)"></a>', out)))
+        out = docker("run", "--rm", "--network", "none", "--entrypoint", "sh", image_ref, "-c",
+                     "ls /opt/kafka/libs | grep -m1 '^kafka_'", timeout=60).stdout
+        version = re.search(r"kafka_[0-9.]+-(.+?)\.jar", out)
+        return {"version": version.group(1) if version else None,
+                "broker": names("kafka.server.KafkaConfig"),
+                "topic": names("org.apache.kafka.storage.internals.log.LogConfig")}
 
     def declare(self, run: Any) -> None:
         t = run.sc.topic

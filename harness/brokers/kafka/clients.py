@@ -4,6 +4,8 @@ Outcomes from the delivery report: `ok` no error; `fail` an error that says
 the write was not appended (NotEnoughReplicas, too large, ...); `info`
 anything else (timeouts, NotEnoughReplicasAfterAppend: appended but not
 replicated, connection loss): the write may or may not be in the log.
+Each message's invoke record is written before it is handed to the client
+(history version 2, docs/history.md).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from harness.clients import payload
 from harness.clients.base import RateLimiter, Worker
-from harness.history import JsonlWriter, RunClock, consume_record, produce_record
+from harness.history import JsonlWriter, RunClock, consume_record, invoke_record, produce_record
 
 DEFINITE = {KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.MSG_SIZE_TOO_LARGE,
             KafkaError.INVALID_REQUIRED_ACKS, KafkaError.TOPIC_AUTHORIZATION_FAILED,
@@ -48,12 +50,16 @@ class KafkaProducerWorker(Worker):
     def work(self) -> None:
         p = Producer(self.conf)
         limiter = RateLimiter(self.rate, self.clock.now())
-        seq = 0
+        seq, invoked = 0, -1
         while not self.stopping() and seq < self.max_messages:
             budget = min(limiter.budget(self.clock.now(), seq), self.max_messages - seq, 1000)
             for _ in range(int(max(0, budget))):
                 msg_id = f"{self.name}-{seq}"
                 t = self.clock.now()
+                if invoked != seq:  # once per message, also when a full local queue makes us retry it
+                    self.writer.write(invoke_record(msg_id=msg_id, producer=self.name, seq=seq, t_invoke=t,
+                                                    node=None))
+                    invoked = seq
                 try:
                     p.produce(self.topic, payload.encode(msg_id, self.name, seq, self.size), key=self.name,
                               on_delivery=self._report(msg_id, seq, t))

@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -62,8 +63,11 @@ ALIASES = {
 
 class KafkaConfig(Settings):
     """The ``cluster:`` block: fields, or Kafka property names (``min.insync.replicas``).
-    Other keys are raw server.properties ``key=value`` pairs and go to ``extra``."""
+    Other keys must be Kafka's own names (its ConfigDef: config-keys.json) and are rendered
+    as server.properties ``key=value`` lines."""
     aliases = ALIASES
+    keys_file = Path(__file__).with_name("config-keys.json")
+    broker = "kafka"
 
     min_insync_replicas: int = 1
     unclean_leader_election: bool = False

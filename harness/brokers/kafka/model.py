@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from harness.brokers.base import closest, config_keys
 from harness.brokers.kafka.cluster import KafkaConfig
 from harness.probes import spread_names
 from harness.spec import BaseScenario, BaseWorkload, Strict
@@ -18,7 +19,17 @@ class TopicSpec(Strict):
     name: str = "mqchaos"
     partitions: int = Field(1, ge=1)
     replication_factor: int = Field(3, ge=1, le=3)
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)  # topic configs, by Kafka's own names
+
+    @field_validator("config")
+    @classmethod
+    def _kafka_topic_configs(cls, config: dict[str, Any]) -> dict[str, Any]:
+        path = str(KafkaConfig.keys_file)
+        names = config_keys(path, "topic")
+        bad = [f"{k!r} is not a Kafka topic config{closest(k, names)}" for k in config if k not in names]
+        if bad:
+            raise ValueError("; ".join(bad))
+        return config
 
 
 class KafkaWorkload(BaseWorkload):

@@ -2,9 +2,10 @@
 mirrored and quorum queues, pika clients with publisher confirms."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from harness.brokers.base import Broker, ImageSpec
+from harness.brokers.base import Broker, ImageSpec, docker
 from harness.brokers.rabbitmq import observe, workload
 from harness.brokers.rabbitmq.cluster import RabbitCluster, RabbitConfig
 from harness.brokers.rabbitmq.model import RabbitScenario
@@ -22,6 +23,17 @@ class RabbitMQ(Broker):
 
     def cluster(self, project: str | None = None) -> RabbitCluster:
         return RabbitCluster(project)
+
+    def dump_config_keys(self, image_ref: str) -> dict[str, Any]:
+        """rabbitmq.conf's names: the cuttlefish schema files the server ships (their
+        ``{mapping, "name", ...}``; ``$name`` stands for any segment)."""
+        script = ("cat $(find /usr/lib/rabbitmq -name '*.schema' -path '*priv*' | sort); "
+                  "echo; echo VERSION $(ls /usr/lib/rabbitmq/lib | sed -n 's/^rabbitmq_server-//p')")
+        out = docker("run", "--rm", "--network", "none", "--entrypoint", "sh", image_ref, "-c", script,
+                     timeout=120).stdout
+        keys = sorted(set(re.findall(r'\{mapping,\s*"([^"]+)"', out)))
+        version = re.search(r"^VERSION (\S+)", out, re.M)
+        return {"version": version.group(1) if version else None, "broker": keys}
 
     def declare(self, run: Any) -> None:
         workload.declare(run.cluster, run.sc)

@@ -4,6 +4,9 @@ Both hold the list of all nodes and fail over to the next on connection
 errors, as the sources recommend. Outcomes: `ok` basic.ack; `fail` basic.nack,
 unroutable (mandatory), or no connection to publish on; `info` the
 connection or channel closed, or no confirm within `confirm_timeout`.
+The publisher writes each message's invoke record before it sends it; a confirm
+that arrives after `confirm_timeout` is written as a later completion (history
+version 2, docs/history.md).
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from pika.exceptions import AMQPError
 
 from harness.clients import payload
 from harness.clients.base import RateLimiter, Worker
-from harness.history import JsonlWriter, RunClock, consume_record, produce_record
+from harness.history import JsonlWriter, RunClock, consume_record, invoke_record, produce_record
 
 logging.getLogger("pika").setLevel(logging.CRITICAL)  # failover noise is expected, recorded in the history
 
@@ -71,6 +74,15 @@ class RabbitPublisher(Worker):
                                          error=error))
         self.stats.add(outcome, error)
 
+    def _late(self, msg_id: str, seq: int, t_invoke: float, outcome: str) -> None:
+        """A confirm (or nack) for a message already recorded as timed out."""
+        late = round(self.clock.now() - t_invoke, 3)
+        self.writer.write(produce_record(msg_id=msg_id, producer=self.name, seq=seq, outcome=outcome,
+                                         t_invoke=t_invoke, t_complete=self.clock.now(), node=self.node,
+                                         error=f"late {'nack' if outcome == 'fail' else 'confirm'} after {late}s",
+                                         late=True))
+        self.stats.revise("info", outcome)
+
     def _next(self) -> tuple[str, int]:
         seq = self.seq
         self.seq += 1
@@ -78,7 +90,8 @@ class RabbitPublisher(Worker):
 
     # -- one connection ---------------------------------------------------------------
     def _session(self, ep: Endpoint) -> None:
-        self.node, self.inflight, self.returned, self.tag = ep.node, {}, set(), 0
+        # timed_out: messages recorded as info whose confirm may still come on this channel
+        self.node, self.inflight, self.timed_out, self.returned, self.tag = ep.node, {}, {}, set(), 0
         self.conn = self.ch = None
         self.t_connect = self.clock.now()
         pika.SelectConnection(params(ep), on_open_callback=self._on_open,
@@ -114,6 +127,7 @@ class RabbitPublisher(Worker):
         for msg_id, seq, t in self.inflight.values():
             self._record(msg_id, seq, "info", t, error)
         self.inflight.clear()
+        self.timed_out.clear()  # delivery tags are the channel's: no confirm can come now
 
     def _on_return(self, ch, method, props, body) -> None:
         self.returned.add(props.message_id)
@@ -122,9 +136,15 @@ class RabbitPublisher(Worker):
         m = frame.method
         tags = [t for t in self.inflight if t <= m.delivery_tag] if m.multiple else [m.delivery_tag]
         nack = isinstance(m, pika.spec.Basic.Nack)
+        if m.multiple:
+            tags += [t for t in self.timed_out if t <= m.delivery_tag]
         for tag in tags:
+            if tag in self.timed_out:  # the broker's word came after we gave up: it still counts
+                msg_id, seq, t = self.timed_out.pop(tag)
+                self._late(msg_id, seq, t, "fail" if nack else "ok")
+                continue
             if tag not in self.inflight:
-                continue  # already recorded as timed out
+                continue
             msg_id, seq, t = self.inflight.pop(tag)
             if nack:
                 self._record(msg_id, seq, "fail", t, "nack")
@@ -141,6 +161,7 @@ class RabbitPublisher(Worker):
         for tag, (msg_id, seq, t) in list(self.inflight.items()):
             if now - t > self.confirm_timeout:
                 del self.inflight[tag]
+                self.timed_out[tag] = (msg_id, seq, t)
                 self._record(msg_id, seq, "info", t, "confirm timeout")
         if self.done():
             if not self.inflight:
@@ -154,6 +175,8 @@ class RabbitPublisher(Worker):
                 props = pika.BasicProperties(message_id=msg_id, delivery_mode=2 if self.persistent else 1,
                                              headers={"producer": self.name, "seq": seq})
                 t = self.clock.now()
+                self.writer.write(invoke_record(msg_id=msg_id, producer=self.name, seq=seq, t_invoke=t,
+                                                node=self.node))
                 try:
                     self.ch.basic_publish("", self.queue, payload.encode(msg_id, self.name, seq, self.size),
                                           props, mandatory=True)

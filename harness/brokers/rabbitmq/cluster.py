@@ -5,6 +5,7 @@ import json
 import re
 import time
 import urllib.parse
+from pathlib import Path
 from typing import Any, Literal
 
 import requests
@@ -21,8 +22,10 @@ PARTITION_HANDLING = ("ignore", "autoheal", "pause_minority", "pause_if_all_down
 
 
 class RabbitConfig(Settings):
-    """The ``cluster:`` block. Keys that are not fields are raw rabbitmq.conf ``key = value``
-    lines and go to ``extra``."""
+    """The ``cluster:`` block. Keys that are not fields must be rabbitmq.conf names (the
+    server's own schema: config-keys.json) and are rendered as ``key = value`` lines."""
+    keys_file = Path(__file__).with_name("config-keys.json")
+    broker = "rabbitmq"
     partition_handling: Literal["ignore", "autoheal", "pause_minority", "pause_if_all_down"] = "ignore"
     net_ticktime: int = 10
     memory_high_watermark: str = "2GB"          # vm_memory_high_watermark.absolute
