@@ -106,3 +106,11 @@ analyze: venv
 # cluster runs hold. BENCH_ARGS="--runs 20 --messages 10000" for a quick one.
 bench-analyze: venv
 	flock /tmp/mqchaos-cpu.lock $(PY) -m bench.analyze_bench $(BENCH_ARGS)
+
+# False-positive soak (issue 14; benchmark-style, not in `make test`): SOAK_RUNS runs each of a
+# quorum queue and Kafka acks=all / min.insync.replicas=2 under partitions and kills, scenarios in
+# bench/soak/. Every run that reports a loss is listed in results/soak/latest/summary.md.
+SOAK_RUNS ?= 20
+.PHONY: bench-soak
+bench-soak: images
+	$(MQCHAOS) catalogue --kind soak --repeat $(SOAK_RUNS) --retries 0 bench/soak/*.yaml
