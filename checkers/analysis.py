@@ -382,8 +382,14 @@ def ordering_query(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int
     return df, decode
 
 
-def unavailable_query(produce: DataFrame, threshold: float) -> Query:
-    """Intervals with failed/unknown writes and no successful one, per run.
+PRODUCER_KEY = "pkey"  # run and producer, for the per-producer intervals
+_SEP = "\u0001"
+
+
+def unavailable_query(produce: DataFrame, threshold: float, per_producer: bool = False) -> Query:
+    """Intervals with failed/unknown writes and no successful one, per run (or, with
+    ``per_producer``, per run and producer: one producer's outage is not hidden by
+    another's successes; decoded as {run: {producer: intervals}}).
 
     Every failed write belongs to the gap between the last success at or
     before it and the next one; such a group spans at most its gap. With time
@@ -391,8 +397,11 @@ def unavailable_query(produce: DataFrame, threshold: float) -> Query:
     an interval: its failures are dropped. Every other failure finds its
     previous success from its bucket's extremes (first / last success) or
     from the last success of the buckets before: no sort of the log."""
+    out = PRODUCER_KEY if per_producer else "run"
+    if per_producer:  # the same computation, keyed by run and producer
+        produce = produce.withColumn("run", F.concat_ws(_SEP, F.col("run").cast("string"), F.col("producer")))
     if threshold < MIN_BUCKET_S:
-        return _unavailable_sorted(produce, threshold)
+        return _unavailable_sorted(produce, threshold, out)
     width = threshold * (1 - 1e-9)  # strictly narrower: float rounding cannot widen a bucket
     p = (produce.where(~F.col("_bad") & (F.col("outcome") != S.INVOKE))
          .select("run", (F.col("outcome") == "ok").alias("ok"), "t_invoke", "t_complete",
@@ -409,25 +418,32 @@ def unavailable_query(produce: DataFrame, threshold: float) -> Query:
         .otherwise(F.col("last_ok")).alias("s_prev"),
         # between two successes of its own bucket: a gap narrower than the threshold
         (F.col("last_ok").isNotNull() & (tc >= F.col("first_ok")) & (tc < F.col("last_ok"))).alias("inner"))
-    return _gaps(f.where(~F.col("inner")), threshold)
+    return _gaps(f.where(~F.col("inner")), threshold, out)
 
 
-def _gaps(f: DataFrame, threshold: float) -> Query:
+def _gaps(f: DataFrame, threshold: float, out: str = "run") -> Query:
     """Failed writes with `s_prev` (their previous success) -> merged intervals."""
     gaps = (f.groupBy("run", "s_prev")
             .agg(F.min("t_invoke").alias("a"), F.max("t_complete").alias("z"))
-            .select("run", F.greatest(F.col("s_prev"), F.col("a")).alias("start"), F.col("z").alias("end"))
+            .select(F.col("run").alias(out), F.greatest(F.col("s_prev"), F.col("a")).alias("start"),
+                    F.col("z").alias("end"))
             .where(F.col("end") - F.col("start") >= threshold))
 
     def decode(rows):
-        out: dict[int, list[list[float]]] = {}
+        found: dict = {}
         for row in rows:
-            out.setdefault(row.run, []).append([row.start, row.end])
-        return {r: merge(iv) for r, iv in out.items()}
+            found.setdefault(row[out], []).append([row.start, row.end])
+        if out == "run":
+            return {r: merge(iv) for r, iv in found.items()}
+        by_run: dict[int, dict[str, list]] = {}
+        for key, iv in found.items():
+            run, producer = key.split(_SEP, 1)
+            by_run.setdefault(int(run), {})[producer] = merge(iv)
+        return by_run
     return gaps, decode
 
 
-def _unavailable_sorted(produce: DataFrame, threshold: float) -> Query:
+def _unavailable_sorted(produce: DataFrame, threshold: float, out: str = "run") -> Query:
     """The same, for any threshold: the latest success at or before each
     failure by a running max over the produce log in time order (per bucket)."""
     p = (produce.where(~F.col("_bad") & (F.col("outcome") != S.INVOKE))
@@ -446,7 +462,28 @@ def _unavailable_sorted(produce: DataFrame, threshold: float) -> Query:
             .rowsBetween(Window.unboundedPreceding, 0))
     rows = rows.withColumn("s_prev", F.coalesce(
         F.max(F.when(F.col("ok"), F.col("t_complete"))).over(upto), F.col("carry")))
-    return _gaps(rows.where(~F.col("ok")), threshold)
+    return _gaps(rows.where(~F.col("ok")), threshold, out)
+
+
+def read_gaps_query(consume: DataFrame, threshold: float) -> Query:
+    """Per run and consumer, the stretches of at least ``threshold`` seconds between two
+    successive deliveries: how long each reader was left without messages (the read side
+    of unavailability; decoded as {run: {consumer: [[from, to], ...]}})."""
+    c = consume.where(~F.col("_bad")).select("run", "consumer", "t")
+    prev = F.lag("t").over(Window.partitionBy("run", "consumer").orderBy("t"))
+    gaps = (c.select("run", "consumer", prev.alias("start"), F.col("t").alias("end"))
+            .where(F.col("end") - F.col("start") >= threshold)
+            .select("run", F.col("consumer").alias("reader"), "start", "end"))
+
+    def decode(rows):
+        out: dict[int, dict[str, list]] = {}
+        for row in rows:
+            out.setdefault(row.run, {}).setdefault(row.reader, []).append([row.start, row.end])
+        for readers in out.values():
+            for iv in readers.values():
+                iv.sort()
+        return out
+    return gaps, decode
 
 
 def merge(intervals: list[list[float]]) -> list[list[float]]:

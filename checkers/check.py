@@ -40,11 +40,14 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
         # ordering (on the deliveries that carry their writer), whose stages
         # share the cores.
         rest = len(tables) < len(ids)
-        ident, collide, unav, order = A.run_queries([
+        ident, collide, unav, unav_p, reads, order = A.run_queries([
             A.identity_query(produce if rest else None, consume if rest else None, tables),
             A.collisions_query(produce),
             A.unavailable_query(produce, threshold),
+            A.unavailable_query(produce, threshold, per_producer=True),
+            A.read_gaps_query(consume, threshold) if consume is not None else None,
             A.ordering_query(produce, consume, rules, {}, exact=not large) if consume is not None else None])
+    reads = reads or {}
     order = order or {}
     if order.pop(A.COLLISION, False):  # two ordering groups shared a hash
         order = A.ordering(produce, consume, rules, {}, exact=True)
@@ -80,6 +83,13 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
         d["unavailable"] = unav.get(rid, [])
         d["unavailable_s"] = round(sum(z - a for a, z in d["unavailable"]), 3)
         d["unavailable_threshold_s"] = threshold
+        # each producer's own outages (the pooled intervals above hide one producer's
+        # outage behind another's successes) and each reader's longest wait
+        d["unavailable_by_producer"] = unav_p.get(rid, {})
+        d["unavailable_s_producer_max"] = round(max(
+            (sum(z - a for a, z in iv) for iv in d["unavailable_by_producer"].values()), default=0.0), 3)
+        d["read_gaps"] = reads.get(rid, {})
+        d["read_gap_max_s"] = round(max((z - a for iv in d["read_gaps"].values() for a, z in iv), default=0.0), 3)
         d["valid"], d["reason"] = A.verdict(d)
         # A history cut short, or made under a fault that did not happen, decides nothing.
         faults = store.read_jsonl(Path(run.dir) / store.NEMESIS_LOG) if "://" not in run.dir else []

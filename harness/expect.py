@@ -17,9 +17,9 @@ from harness.verdicts import merge
 CHECKER_KEYS = {"attempted", "ok", "fail", "info", "produce_records", "delivered", "deliveries", "lost",
                 "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
                 "id_conflicts", "ordering_violations", "malformed_lines", "unavailable_s", "valid",
-                "unavailable_intervals", "drain_complete"}
+                "unavailable_intervals", "drain_complete", "unavailable_s_producer_max", "read_gap_max_s"}
 # What the run loop measures for every broker (run.json measurements).
-RUN_KEYS = {"blocked_s", "self_healed"}
+RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s"}
 OPS = {">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
        ">": operator.gt, "<": operator.lt}
 COMPARISON = re.compile(r"^\s*(>=|<=|==|!=|>|<)?\s*(-?[0-9.]+(?:e-?[0-9]+)?)\s*$")

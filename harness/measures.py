@@ -39,6 +39,14 @@ def timeline(samples: list[dict], label: Callable[[dict], str]) -> list[list]:
     return out
 
 
+def nodes_down_s(samples: list[dict]) -> dict[str, float]:
+    """Per node, the seconds its container was not running (stopped, frozen, absent), from
+    the observer's samples: the nodes' side of unavailability."""
+    ok = [s for s in samples if isinstance(s.get("nodes"), dict)]
+    names = sorted({n for s in ok for n in s["nodes"]})
+    return {n: duration(ok, lambda s, n=n: s["nodes"].get(n) != "running") for n in names}
+
+
 def blocked_s(produce: list[dict], consume: list[dict], start: float, end: float) -> float:
     """The longest stretch within [start, end] in which no write was confirmed and nothing
     was delivered: how long the queue was blocked (R6), whatever the clients were told."""

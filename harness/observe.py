@@ -67,4 +67,6 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
     m = dict(broker.measure(sc, samples, store.read_logs(run_dir), produce, consume, fault_start))
     if fault_start is not None and end is not None:
         m["blocked_s"] = blocked_s(produce, consume, fault_start, end)
+    m["nodes_down_s"] = nodes_down_s(samples)
+    m["client_timeouts"] = sc.workload.timeouts()
     return m

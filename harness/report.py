@@ -98,6 +98,7 @@ def write(run_dir: Path, sc, result: dict, info: dict) -> None:
         md += ["", f"The lost messages had been confirmed between t={a:.2f}s and t={z:.2f}s."]
     md += ["", "## Unavailable intervals (s since start)", ""]
     md += [f"- {a:.2f} – {z:.2f} ({z - a:.2f} s)" for a, z in result["unavailable"]] or ["- none"]
+    md += unavailability(result, meas)
     md += ["", "## Fault timeline", "", "| start | end | fault | targets | details |", "|---|---|---|---|---|"]
     for f in faults(run_dir):
         md.append(f"| {f.get('t_start')} | {f.get('t_end')} | {f.get('fault')} | {f.get('targets')} | "
@@ -144,6 +145,24 @@ def md_to_html(lines: list[str]) -> str:
             out.append(f"<p>{html.escape(line)}</p>")
     flush()
     return "\n".join(out)
+
+
+def unavailability(result: dict, meas: dict) -> list[str]:
+    """Unavailability from both sides: what each client saw (per producer, per reader),
+    what the broker's own state was (from the observer), and the clients' timeouts, which
+    bound what a client can see."""
+    side = [("pooled over producers", f"{result.get('unavailable_s', 0)} s")]
+    for p, iv in sorted((result.get("unavailable_by_producer") or {}).items()):
+        side.append((f"producer {p}", f"{sum(z - a for a, z in iv):.2f} s in {len(iv)} interval(s)"))
+    for c, iv in sorted((result.get("read_gaps") or {}).items()):
+        side.append((f"reader {c}: longest wait", f"{max(z - a for a, z in iv):.2f} s ({len(iv)} wait(s))"))
+    broker = [(k, meas[k]) for k in sorted(meas) if k in ("leaderless_s", "isr_below_min_s", "masterless_s")]
+    broker += [(f"node {n} not running", f"{s} s") for n, s in (meas.get("nodes_down_s") or {}).items() if s]
+    lines = ["", "## Unavailability, from both sides", "", "| seen by | what | value |", "|---|---|---|"]
+    lines += [f"| clients | {k} | {v} |" for k, v in side]
+    lines += [f"| broker | {k} | {v} |" for k, v in broker] or ["| broker | (no unavailable state observed) | 0 |"]
+    lines += [f"| timeout in force | {k} | {v} |" for k, v in (meas.get("client_timeouts") or {}).items()]
+    return lines
 
 
 def judge_and_write(run_dir: Path, sc, result: dict, info: dict) -> dict:

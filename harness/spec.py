@@ -38,6 +38,10 @@ class BaseWorkload(Strict):
         """The longest a publish can wait for its outcome (a producer's last word)."""
         return 10.0
 
+    def timeouts(self) -> dict[str, float]:
+        """The clients' timeouts in force: client-side unavailability cannot be shorter."""
+        return {"outcome_timeout_s": self.outcome_timeout()}
+
 
 class Timing(Strict):
     warmup: float = Field(3, ge=0, description="seconds of load before the first fault")

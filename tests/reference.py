@@ -118,6 +118,24 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
     out["ordering_violations"] = len(viol)
     out["samples"]["ordering"] = [m for _, m in sorted(viol)[:20]]
     out["unavailable"] = _unavailable(produce, threshold)
+    by_producer = {p: _unavailable([r for r in produce if r["producer"] == p], threshold)
+                   for p in sorted({r["producer"] for r in produce})}
+    out["unavailable_by_producer"] = {p: iv for p, iv in by_producer.items() if iv}
+    out["read_gaps"] = _read_gaps(consume, threshold)
+    return out
+
+
+def _read_gaps(consume, threshold):
+    """Per consumer, successive deliveries at least `threshold` apart."""
+    by_consumer = defaultdict(list)
+    for r in consume:
+        by_consumer[r["consumer"]].append(r["t"])
+    out = {}
+    for c, ts in by_consumer.items():
+        ts.sort()
+        gaps = [[a, z] for a, z in zip(ts, ts[1:]) if z - a >= threshold]
+        if gaps:
+            out[c] = gaps
     return out
 
 

@@ -186,3 +186,18 @@ def test_merge_takes_the_latest_row_per_scenario(tmp_path):
     assert [(r["scenario"], r["prediction"]) for r in rows] == [("R1-mirrored-kill-master", True),
                                                                ("R4-when-synced-master-wiped", False)]
     assert (tmp_path / "merged" / "latest" / "junit.xml").exists()
+
+
+def test_the_brokers_own_view_of_unavailability():
+    s = [_kafka(0, "kafka1", ["kafka1", "kafka2", "kafka3"]), _kafka(2, "kafka1", ["kafka1"]),
+         _kafka(5, None, ["kafka1"]), _kafka(6, "kafka2", ["kafka2", "kafka3"]), _kafka(9, "kafka2", ["kafka2", "kafka3"])]
+    m = kafka_observe.partition_measures(s, fault_start=1.0, min_isr=2)
+    assert m["isr_below_min_s"] == 4.0 and m["leaderless_s"] == 1.0  # t=2..6; t=5..6
+    q = [{"t": 0, "nodes": {}, "master": "rabbit1"}, {"t": 3, "nodes": {}, "master": None},
+         {"t": 7, "nodes": {}, "master": "rabbit2"}, {"t": 8, "nodes": {}, "master": "rabbit2"}]
+    assert rabbit_observe.queue_measures(q)["masterless_s"] == 4.0
+    nodes = [{"t": 0, "nodes": {"a": "running", "b": "running"}}, {"t": 1, "nodes": {"a": "stopped", "b": "running"}},
+             {"t": 4, "nodes": {"a": "frozen", "b": "running"}}, {"t": 6, "nodes": {"a": "running", "b": "running"}},
+             {"t": 7, "error": "unanswered"}, {"t": 8, "nodes": {"a": "running", "b": "absent"}},
+             {"t": 9, "nodes": {"a": "running", "b": "running"}}]
+    assert measures.nodes_down_s(nodes) == {"a": 5.0, "b": 1.0}

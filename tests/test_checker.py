@@ -16,7 +16,8 @@ pytestmark = pytest.mark.spark
 
 COMPARED = ("attempted", "ok", "fail", "info", "produce_records", "delivered", "deliveries", "lost",
             "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
-            "id_conflicts", "malformed_lines", "ordering_violations", "unavailable", "lost_window")
+            "id_conflicts", "malformed_lines", "ordering_violations", "unavailable", "lost_window",
+            "unavailable_by_producer", "read_gaps")
 
 
 def run_checker(spark, dirs, ordering=None, threshold=1.0, parquet=True):
@@ -433,3 +434,24 @@ def test_write_ahead_history(spark, tmp_path):
     # the same history without its invoke records: the crashed messages look unexpected
     v1 = synth.write_run(tmp_path / "v1", [r for r in produce if r["outcome"] != "invoke"], consume)
     assert run_checker(spark, [v1])[str(v1)]["unexpected"] == 3
+
+
+def test_one_producers_outage_is_not_hidden_by_another(spark, tmp_path):
+    """p0 fails for 10 s while p1 keeps succeeding: pooled over producers there is no
+    interval, per producer p0's is there; a reader left waiting 10 s is seen too."""
+    produce, consume = [], []
+    for i in range(40):
+        t = i * 0.5
+        for p in ("p0", "p1"):
+            outcome = "fail" if p == "p0" and 5 <= t < 15 else "ok"
+            produce.append({"msg_id": f"{p}-{i}", "producer": p, "seq": i, "outcome": outcome,
+                            "t_invoke": t, "t_complete": t + 0.1, "node": "n", "error": None})
+        if not 5 <= t < 15:
+            consume.append({"msg_id": f"p1-{i}", "consumer": "c0", "t": t + 0.2, "redelivered": False,
+                            "source": "q", "offset": None, "node": "n", "producer": "p1", "seq": i})
+    d = synth.write_run(tmp_path / "r", produce, consume)
+    res = run_checker(spark, [d])[str(d)]
+    agree(res, reference.check(d))
+    assert res["unavailable"] == [] and res["unavailable_s"] == 0
+    assert list(res["unavailable_by_producer"]) == ["p0"] and res["unavailable_s_producer_max"] == 9.6
+    assert res["read_gap_max_s"] >= 10.0 and list(res["read_gaps"]) == ["c0"]

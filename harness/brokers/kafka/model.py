@@ -12,7 +12,7 @@ from harness.spec import BaseScenario, BaseWorkload, Strict
 
 MEASUREMENTS = {"isr_min", "isr_below_2_s", "isr_shrink_s", "leaders_seen", "leader_changes",
                 "new_leader_elected", "controller_changes", "new_controller_elected", "leaderless_s",
-                "log_truncations"}
+                "log_truncations", "isr_below_min_s"}
 
 
 class TopicSpec(Strict):
@@ -50,6 +50,10 @@ class KafkaWorkload(BaseWorkload):
 
     def outcome_timeout(self) -> float:
         return self.delivery_timeout_ms / 1000
+
+    def timeouts(self) -> dict[str, float]:
+        return {"delivery_timeout_s": self.delivery_timeout_ms / 1000,
+                "request_timeout_s": self.request_timeout_ms / 1000}
 
 
 class LeadersProbe(Strict):

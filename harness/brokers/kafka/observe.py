@@ -12,7 +12,7 @@ def sample(cluster, sc) -> dict:
     return {"leader": p["leader"], "isr": p["isr"], "epoch": p["leader_epoch"], "controller": cluster.controller()}
 
 
-def partition_measures(samples: list[dict], fault_start: float | None) -> dict:
+def partition_measures(samples: list[dict], fault_start: float | None, min_isr: int = 1) -> dict:
     ok = [s for s in samples if "isr" in s]
     if not ok:
         return {}
@@ -21,6 +21,8 @@ def partition_measures(samples: list[dict], fault_start: float | None) -> dict:
     m = {"isr_min": min(len(s["isr"]) for s in ok),
          "isr_below_2_s": duration(ok, lambda s: len(s["isr"]) < 2),
          "leaderless_s": duration(ok, lambda s: s["leader"] is None),
+         # the broker's own view of unavailability: no leader, or too few in sync for acks=all
+         "isr_below_min_s": duration(ok, lambda s: len(s["isr"]) < min_isr),
          "leaders_seen": leaders, "leader_changes": lchanges, "new_leader_elected": lchanges > 0,
          "controller_changes": cchanges, "new_controller_elected": cchanges > 0,
          "isr_timeline": timeline(ok, lambda s: f"isr={','.join(s['isr'])} leader={s['leader']} "
@@ -39,4 +41,5 @@ def log_measures(logs: dict[str, str], topic: str) -> dict:
 
 
 def measure(sc, samples: list[dict], logs: dict[str, str], fault_start: float | None) -> dict:
-    return {**partition_measures(samples, fault_start), **log_measures(logs, sc.topic.name)}
+    min_isr = int(sc.topic.config.get("min.insync.replicas", sc.cluster.min_insync_replicas))
+    return {**partition_measures(samples, fault_start, min_isr), **log_measures(logs, sc.topic.name)}

@@ -12,7 +12,7 @@ from harness.spec import BaseScenario, BaseWorkload, Strict
 # Measurements this plug-in's observation gives (a scenario's `expect:` may name them).
 MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers", "autoheal_loser_count",
                 "masters_seen", "master_changes", "new_master_elected", "unsynchronised_s",
-                "deliveries_by_node", "follower_delivery_fraction"}
+                "deliveries_by_node", "follower_delivery_fraction", "masterless_s"}
 
 
 class QueueSpec(Strict):
@@ -47,6 +47,9 @@ class RabbitWorkload(BaseWorkload):
 
     def outcome_timeout(self) -> float:
         return self.confirm_timeout
+
+    def timeouts(self) -> dict[str, float]:
+        return {"confirm_timeout_s": self.confirm_timeout}
 
 
 class MastersProbe(Strict):

@@ -34,6 +34,8 @@ def queue_measures(samples: list[dict]) -> dict:
         return {}
     masters, n = changes(s.get("master") for s in ok)
     m = {"masters_seen": masters, "master_changes": n, "new_master_elected": n > 0,
+         # the broker's own view of unavailability: the queue had no master / leader
+         "masterless_s": duration(ok, lambda s: s.get("master") is None),
          "queue_timeline": timeline(ok, lambda s: f"master={s.get('master')} "
                                     f"sync={','.join(s.get('synchronised', s.get('online', [])) or [])}")}
     if any("mirrors" in s for s in ok):
