@@ -28,8 +28,13 @@ $(VENV)/.installed: pyproject.toml
 test-unit: venv
 	$(PY) -m pytest -q -m "not docker"
 
-test: setup images
+test: setup images browser
 	$(PY) -m pytest -q
+
+# Debian's Chromium: the report tests open the pages in it (tests/test_report_browser.py).
+.PHONY: browser
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium)
 
 # Real clusters (harness/engine.py, harness/images.py, compose/): a Docker engine (installed
 # and started if missing), the images built from the project's own files, then the clusters.

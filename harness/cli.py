@@ -24,8 +24,11 @@ def check(run_dirs, ordering, master, unavailable_threshold, json_only):
     """Check one or many run directories in one Spark job; write check.json into each."""
     from checkers.check import main as check_main
 
+    from pathlib import Path
+
     from harness.report import refresh
-    from harness.store import find_runs
+    from harness.report import write as write_report
+    from harness.store import find_runs, read_run
     from harness.verdicts import EXIT_UNKNOWN, merge_codes, run_exit_code
 
     results: dict = {}
@@ -40,6 +43,8 @@ def check(run_dirs, ordering, master, unavailable_threshold, json_only):
         if pred is not None:
             result["prediction"] = pred
             click.echo(f"{d}: prediction {pred['reason']}")
+        else:  # not a harness run (or its scenario no longer validates): a report all the same
+            write_report(Path(d), None, result, read_run(d) or {})
         codes.append(run_exit_code(result))
     sys.exit(merge_codes(codes) if codes else EXIT_UNKNOWN)
 
@@ -144,6 +149,18 @@ def run(scenario_file, keep_cluster, no_check):
     code, r = run_scenario(sc, keep_cluster=keep_cluster, check=not no_check)
     click.echo(f"{sc.name}: exit {code}; results in {r.dir}")
     sys.exit(code)
+
+
+@main.command()
+@click.argument("results", required=False)
+@click.option("--port", type=int, default=8000, show_default=True)
+def serve(results, port):
+    """Serve the results store (default results/) on 127.0.0.1: every batch and run, with
+    their reports."""
+    from harness import store
+    from harness.browse import serve as serve_results
+
+    serve_results(store.results_root(results), port)
 
 
 @main.command("suite")

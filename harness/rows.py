@@ -4,10 +4,15 @@ the same rows."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
+from jinja2 import Environment, PackageLoader, select_autoescape
+
 from harness import expect, store
+
+TEMPLATES = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]))
 
 VERDICT = {True: "held", False: "DID NOT HOLD", None: "could not decide"}
 
@@ -118,4 +123,29 @@ def write_all(rows: list[dict], out: Path, title: str) -> None:
     (out / "summary.md").write_text(markdown(rows, out, title))
     (out / "summary.txt").write_text(text_table(rows) + "\n")
     (out / "junit.xml").write_text(junit(rows))
+    (out / "index.html").write_text(index_html(rows, out, title))
     store.finish_batch(out)
+
+
+INDEX_HEAD = ["id", "scenario", "verdict", "attempted", "confirmed", "lost", "dup", "unavail. s", "measurement",
+              "prediction", "run s"]
+
+
+def index_html(rows: list[dict], out: Path, title: str) -> str:
+    """The batch's page: one row per run, its verdict, a link to its report."""
+    items = []
+    for r in rows:
+        cls = ("undecided" if r.get("harness_error") or r.get("prediction") is None
+               else "held" if r.get("prediction") else "failed")
+        rep = r.get("report")
+        link = os.path.relpath(Path(rep).with_name(store.REPORT_HTML), out) if rep else None
+        items.append({"cls": cls, "link": link, "cells": [
+            r.get("id") or "-", r.get("scenario"), verdict_text(r), r.get("attempted", "-"), r.get("confirmed", "-"),
+            r.get("lost", "-"), r.get("duplicated", "-"), _fmt(r.get("unavailable_s")), _fmt(r.get("measurement")),
+            _fmt(r.get("expect")), r.get("seconds", "-")]})
+    held = sum(1 for i in items if i["cls"] == "held")
+    failed = sum(1 for i in items if i["cls"] == "failed")
+    return TEMPLATES.get_template("index.html.j2").render(
+        title=title, head=INDEX_HEAD, rows=items,
+        summary=f"{len(items)} run(s): {held} held, {failed} did not hold, {len(items) - held - failed} "
+                "undecided or harness errors.")

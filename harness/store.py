@@ -5,7 +5,8 @@
         check.json      the checker's result and the verdict against the prediction
         history/        produce-*.jsonl, consume-*.jsonl (+ parquet/ copy)
         nemesis.jsonl   the fault timeline;  nemesis-state.json while faults are active
-        observations.jsonl, findings.jsonl, logs/, report.md, report.html, throughput.png
+        observations.jsonl, findings.jsonl, logs/, report.md, report.html, publishes.png, rates.png,
+        broker-state.png (harness.plots)
     results/<scenario>/latest, results/latest  links to the newest run
     results/<kind>/<UTC timestamp>/            one batch (catalogue, suite, nightly)
 
@@ -36,7 +37,6 @@ OBSERVATIONS = "observations.jsonl"
 LOGS = "logs"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
-PLOT = "throughput.png"
 LATEST = "latest"
 
 _GLOB = re.compile(r"[*?\[]")

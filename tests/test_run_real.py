@@ -42,7 +42,7 @@ def _assert_complete(run_dir):
     assert set(invoked) >= {r["msg_id"] for r in produce if not str(r.get("error") or "").startswith("connect")}
     assert len(set(invoked)) == len(invoked)
     assert all(r["msg_id"] in set(invoked) for r in consume)  # every delivery is of a known message
-    for f in ("check.json", "report.md", "report.html", "run.json", "throughput.png"):
+    for f in ("check.json", "report.md", "report.html", "run.json", "publishes.png", "rates.png", "broker-state.png"):
         assert (run_dir / f).exists(), f
     assert (run_dir / "logs").is_dir()
     return json.loads((run_dir / "check.json").read_text())

@@ -1,0 +1,109 @@
+"""A run's report and a batch's index, opened in headless Chromium (Debian's package, which
+`make test` installs): the verdict is visible, the pictures load, no Markdown leaks through,
+and nothing is fetched from the network (the pages open with no network at all)."""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+import synth
+from checkers.check import check_runs
+from checkers.history import open_runs
+from harness import report, rows, store
+from harness.scenario import parse
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+
+
+def _run(tmp_path: Path, spark) -> Path:
+    """A Kafka run's directory as the harness writes it, with a loss planted under a fault."""
+    produce, consume, _, _ = synth.build(random.Random(7), producers=2, per_producer=300, lost=25,
+                                         duplicated=3, write_ahead=True, late=2, kafka=True)
+    sc = parse({"name": "K7-browser", "id": "K7", "broker": "kafka", "workload": {"acks": "1"},
+                "nemesis": [{"at": 0, "fault": "partition", "targets": {"isolate_from": ["leader", "zk"]}}],
+                "expect": {"lost": ">0", "new_leader_elected": True}})
+    d = synth.write_run(tmp_path / "results" / "K7-browser" / "2026-11-23T12-00-00.000Z", produce, consume,
+                        meta={"scenario": sc.name, "id": sc.id, "broker": "kafka", "params": sc.model_dump(mode="json"),
+                              "status": "completed", "drain": {"complete": True}, "phases": {"faults": 5.0, "drain": 40.0},
+                              "brokers": {"kafka": "3.9.1"},
+                              "measurements": {"new_leader_elected": True, "leaderless_s": 1.2,
+                                               "client_timeouts": {"delivery_timeout_s": 10.0}}})
+    store.write_run(d, {**json.loads((d / "run.json").read_text())})
+    (d / store.NEMESIS_LOG).write_text(json.dumps(
+        {"fault": "partition", "targets": ["kafka1", "zk1", "zk2", "zk3"], "t_start": 5.0, "t_end": 25.0, "id": "f1",
+         "details": {"links": [["kafka1", "zk1"], ["kafka1", "zk2"], ["kafka1", "zk3"]], "effective": True,
+                     "evidence": {"dropped_packets": {"kafka1": 120, "zk1": 40}}}}) + "\n")
+    (d / store.OBSERVATIONS).write_text("".join(json.dumps(
+        {"t": t, "nodes": {n: "running" for n in ("zk1", "zk2", "zk3", "kafka1", "kafka2", "kafka3")},
+         "leader": "kafka1" if t < 12 else "kafka2", "isr": ["kafka1", "kafka2", "kafka3"] if t < 8 or t > 30
+         else ["kafka2", "kafka3"], "controller": "kafka3"}) + "\n" for t in range(0, 45)))
+    runs, _ = open_runs([str(d)])
+    result = check_runs(spark, runs)[runs[0].dir]
+    info = store.read_run(d)
+    report.judge_and_write(d, sc, result, info)
+    return d
+
+
+@pytest.mark.spark
+def test_report_and_index_in_a_browser(spark, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), "chromium is not installed (make test installs Debian's package)"
+    run_dir = _run(tmp_path, spark)
+    batch = tmp_path / "results" / "catalogue" / "2026-11-23T12-10-00Z"
+    result, info = store.read_check(run_dir), store.read_run(run_dir)
+    sc = parse(info["params"])
+    rows.write_all([{**rows.run_row(sc, result, info, run_dir), "harness_error": False, "retried": False,
+                     "seconds": 60, "repeat": 0}], batch, "a batch")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        failed, remote = [], []
+        page.on("requestfailed", lambda r: failed.append(r.url))
+        page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+        page.goto((run_dir / store.REPORT_HTML).as_uri())
+        page.wait_for_load_state("load")
+        banner = page.locator(".banner h1").inner_text()
+        assert "prediction held" in banner and page.locator(".banner").is_visible()
+        loaded = page.evaluate("Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0).length")
+        assert loaded >= 3
+        text = page.locator("body").inner_text()
+        for mark in ("**", "](", "|---", "## "):
+            assert mark not in text, mark
+        assert "120" in page.locator("table").nth(4).inner_text() or "packets dropped" in text
+        page.screenshot(path=str(run_dir / "report-screenshot.png"), full_page=True)
+        page.goto((batch / "index.html").as_uri())
+        page.wait_for_load_state("load")
+        link = page.locator("a", has_text="K7-browser")
+        assert link.count() == 1
+        link.click()
+        page.wait_for_load_state("load")
+        assert page.url.endswith("/report.html") and "prediction held" in page.locator(".banner h1").inner_text()
+        browser.close()
+    assert failed == [] and remote == []
+
+
+def test_the_results_index_lists_batches_and_runs(tmp_path):
+    """`mqchaos serve`'s root page: every batch and every run below the results root, with
+    the run's verdict and a link to its report (no Spark, no browser needed)."""
+    from harness import browse
+
+    root = tmp_path / "results"
+    d = synth.write_run(root / "R9" / "2026-11-23T10-00-00.000Z", [], [],
+                        meta={"scenario": "R9", "id": "R9", "status": "completed", "params": {"expect": {"lost": 0}}})
+    store.write_check(d, {"valid": True, "ok": 10, "attempted": 10, "lost": 0, "duplicated": 0, "unavailable_s": 0,
+                          "prediction": {"held": True, "checks": [{"key": "lost"}]}})
+    (d / store.REPORT_HTML).write_text("<html></html>")
+    killed = synth.write_run(root / "K7" / "2026-11-23T11-00-00.000Z", [], [], meta={"scenario": "K7", "status": "running"})
+    batch = root / "catalogue" / "2026-11-23T12-00-00Z"
+    rows.write_all([], batch, "empty batch")
+    page = browse.write_index(root).read_text()
+    assert 'href="catalogue/2026-11-23T12-00-00Z/index.html"' in page
+    assert 'href="R9/2026-11-23T10-00-00.000Z/report.html"' in page and ">held<" in page
+    assert "K7" in page and "harness error" in page and str(killed.name) in page
