@@ -53,6 +53,8 @@ def _exercise() -> None:
         for i in range(2000):
             p = f"p{i % 4}"
             outcome = "ok" if i % 10 else ("fail" if i % 20 else "info")
+            produce.append({"msg_id": f"{p}-{i}", "producer": p, "seq": i, "outcome": "invoke",
+                            "t_invoke": i * 0.01, "node": "n"})  # history version 2: written ahead
             produce.append({"msg_id": f"{p}-{i}", "producer": p, "seq": i, "outcome": outcome,
                             "t_invoke": i * 0.01, "t_complete": i * 0.01 + 0.005, "node": "n", "error": None})
             if i % 50:

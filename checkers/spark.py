@@ -32,8 +32,9 @@ RECORDS_PER_PARTITION = 1_000_000
 JVM_OPTIONS = ("-XX:+UseParallelGC -XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
                "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000")
 QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-# Bumped when checkers.cds._exercise loads other classes (3: the bucketed copy's catalogue tables).
-EXERCISE = 3
+# Bumped when checkers.cds._exercise loads other classes (3: the bucketed copy's catalogue
+# tables; 4: invoke records, per-producer unavailability, read gaps).
+EXERCISE = 4
 
 
 def _java() -> str:
