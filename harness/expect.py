@@ -115,4 +115,6 @@ def verdict(sc, result: dict, info: dict) -> dict:
         held, reason = None, "could not decide: the drain did not finish, 'lost' may still be queued"
     if checks and result.get("undecided"):  # the run itself decides nothing (harness.verdicts)
         held, reason = None, "could not decide: " + "; ".join(result["undecided"])
+    elif checks and "valid" in result and result["valid"] is None:  # a broken or empty history
+        held, reason = None, f"could not decide: the checker could not ({result.get('reason')})"
     return {"held": held, "reason": reason, "checks": checks}

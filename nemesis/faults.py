@@ -205,12 +205,23 @@ def prove(f: Fault, evidence: dict, effective: bool) -> None:
 
 def count_dropped(cluster: Any, f: Fault, rules: dict) -> None:
     """A network fault's evidence: packets its rules dropped, read just before they go
-    (summed over the times the fault's rules are lifted)."""
-    got = net.dropped(cluster, rules, f.id)
-    seen = f.details.setdefault("evidence", {}).setdefault("dropped_packets", {})
+    (summed over the times the fault's rules are lifted). "No effect" is concluded only
+    when every node carrying its rules was read: a node down at the lift took its counters
+    with it, and then nothing is concluded. Never in the way of a heal."""
+    ev = f.details.setdefault("evidence", {})
+    try:
+        got = net.dropped(cluster, rules, f.id)
+    except Exception as e:  # noqa: BLE001 - the heal must go on; the evidence is then missing
+        ev["error"] = f"{type(e).__name__}: {e}"[:300]
+        f.details["effective"] = None
+        return
+    seen = ev.setdefault("dropped_packets", {})
     for node, n in got.items():
         seen[node] = seen.get(node, 0) + n
-    f.details["effective"] = sum(seen.values()) > 0
+    unread = sorted(set(ev.get("unread", [])) | (set(rules) - set(got)))
+    if unread:
+        ev["unread"] = unread
+    f.details["effective"] = True if sum(seen.values()) > 0 else (None if unread else False)
 
 
 def _node_evidence(ctx: Ctx, f: Fault) -> None:

@@ -156,8 +156,10 @@ def _near(word: str, names) -> str:
 def expr_problems(expr: Any, nodes: list[str], roles: dict) -> list[str]:
     """What is wrong with a target expression, judged from the broker's node names and
     roles alone (what a role names is only known when the fault runs)."""
+    if isinstance(expr, list):  # a union of expressions, as resolve() takes it
+        return [p for item in expr for p in expr_problems(item, nodes, roles)]
     if not isinstance(expr, str):
-        return [f"a target is a string, not {expr!r}"]
+        return [f"a target is a string or a list of them, not {expr!r}"]
     expr = expr.strip()
     if " except " in expr and not expr.startswith(("random:", "others:")):
         keep, _, drop = expr.partition(" except ")

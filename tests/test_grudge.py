@@ -453,3 +453,36 @@ def test_untargeted_steps_hit_one_seeded_broker(tmp_path):
             picks.append(f.targets)
             assert len(f.targets) == 1 and c.state[f.targets[0]] == "exited"
     assert picks[0] == picks[1]
+
+
+def test_static_target_check_takes_lists_as_resolve_does():
+    from nemesis.targets import targets_problems
+    nodes, roles = ["rabbit1", "rabbit2", "rabbit3"], RabbitCluster.roles
+    assert targets_problems("partition", {"components": [["rabbit1"], ["rabbit2", "rabbit3"]]}, nodes, roles) == []
+    assert targets_problems("partition", {"isolate": ["rabbit1", "queue_master"]}, nodes, roles) == []
+    assert targets_problems("kill", ["rabbit1", "queue_master"], nodes, roles) == []
+    assert targets_problems("partition", {"isolate": ["rabbit1", "rabit2"]}, nodes, roles) == [
+        "unknown target 'rabit2' (did you mean 'rabbit2'?)"]
+
+
+def test_no_effect_is_concluded_only_from_every_rule_bearing_node():
+    from nemesis import faults as F
+
+    class C:
+        def __init__(self, up, counts):
+            self.up, self.counts = up, counts
+
+        def running(self, n):
+            return n in self.up
+
+        def exec(self, node, cmd, check=True, timeout=60):
+            return 0, f"   {self.counts[node]}   99 DROP all -- * * 10.0.0.1 0.0.0.0/0 /* mqchaos:f1 */\n"
+    rules = {"rabbit1": ["x"], "rabbit2": ["y"]}
+    f = F.Fault("f1", "partition", ["rabbit1", "rabbit2"])
+    F.count_dropped(C({"rabbit1", "rabbit2"}, {"rabbit1": 0, "rabbit2": 0}), f, rules)
+    assert f.details["effective"] is False
+    f = F.Fault("f1", "partition", ["rabbit1", "rabbit2"])
+    F.count_dropped(C({"rabbit2"}, {"rabbit2": 0}), f, rules)  # rabbit1 down: its counters are gone
+    assert f.details["effective"] is None and f.details["evidence"]["unread"] == ["rabbit1"]
+    F.count_dropped(C({"rabbit1", "rabbit2"}, {"rabbit1": 7, "rabbit2": 0}), f, rules)
+    assert f.details["effective"] is True and f.details["evidence"]["dropped_packets"] == {"rabbit1": 7, "rabbit2": 0}

@@ -149,3 +149,13 @@ def test_a_run_recorded_before_the_plugins_is_judged_again():
     assert sc.queue.name == "q" and sc.workload.rate == 100 and sc.cluster.partition_handling == "pause_minority"
     with pytest.raises(ScenarioError):
         parse_recorded(dict(old, workload={"rate": -1}))
+
+
+def test_a_prediction_on_a_history_the_checker_cannot_judge_is_undecided():
+    """lost: 0 'holds' on an empty or broken history; the verdict must not say so."""
+    sc = parse({"name": "r", "broker": "rabbitmq", "expect": {"lost": 0}})
+    result = _fake_result() | {"valid": None, "reason": "nothing was attempted"}
+    v = expect.verdict(sc, result, {"drain": {"complete": True}})
+    assert v["held"] is None and "nothing was attempted" in v["reason"]
+    from harness.verdicts import EXIT_UNKNOWN, run_exit_code
+    assert run_exit_code(dict(result, prediction=v)) == EXIT_UNKNOWN

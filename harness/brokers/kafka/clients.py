@@ -68,6 +68,9 @@ class KafkaProducerWorker(Worker):
                 self.pending[msg_id] = (seq, t)
                 seq += 1
             p.poll(0.005)
+        if invoked == seq:  # written ahead, then the local queue was full and we stopped: never sent
+            self._write(f"{self.name}-{seq}", seq, self.clock.now(), "fail", "not sent: stopped with the local queue full",
+                        None)
         # Everything still queued gets its definitive report within the delivery timeout.
         p.flush(self.delivery_timeout_s + 5)
         for msg_id, (s, t) in list(self.pending.items()):

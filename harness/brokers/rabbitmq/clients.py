@@ -81,7 +81,8 @@ class RabbitPublisher(Worker):
                                          t_invoke=t_invoke, t_complete=self.clock.now(), node=self.node,
                                          error=f"late {'nack' if outcome == 'fail' else 'confirm'} after {late}s",
                                          late=True))
-        self.stats.revise("info", outcome)
+        if outcome == "ok":  # the checker takes the best word (ok > info > fail): a late nack stays info
+            self.stats.revise("info", outcome)
 
     def _next(self) -> tuple[str, int]:
         seq = self.seq
@@ -141,7 +142,9 @@ class RabbitPublisher(Worker):
         for tag in tags:
             if tag in self.timed_out:  # the broker's word came after we gave up: it still counts
                 msg_id, seq, t = self.timed_out.pop(tag)
-                self._late(msg_id, seq, t, "fail" if nack else "ok")
+                unroutable = msg_id in self.returned  # basic.return comes before the ack
+                self.returned.discard(msg_id)
+                self._late(msg_id, seq, t, "fail" if nack or unroutable else "ok")
                 continue
             if tag not in self.inflight:
                 continue
