@@ -44,7 +44,10 @@ def check(run_dirs, ordering, master, unavailable_threshold, json_only):
             result["prediction"] = pred
             click.echo(f"{d}: prediction {pred['reason']}")
         else:  # not a harness run (or its scenario no longer validates): a report all the same
-            write_report(Path(d), None, result, read_run(d) or {})
+            try:
+                write_report(Path(d), None, result, read_run(d) or {})
+            except Exception as e:  # noqa: BLE001 - the check stands without its report
+                click.echo(f"{d}: no report ({type(e).__name__}: {e})", err=True)
         codes.append(run_exit_code(result))
     sys.exit(merge_codes(codes) if codes else EXIT_UNKNOWN)
 

@@ -158,12 +158,16 @@ def broker_state(run_dir: Path, samples: list[dict], faults: list[dict], end: fl
 def draw_all(run_dir: Path, check: dict, info: dict) -> list[Path]:
     """Every picture the run's files allow (a missing file leaves its picture out)."""
     run_dir = Path(run_dir)
-    produce = store.history_records(run_dir, "produce")
-    consume = store.history_records(run_dir, "consume")
+    # the raw lines: a damaged one (an id that is not a string, a time that is not a number)
+    # is left out of the pictures, as the checker counts it malformed
+    produce = [r for r in store.history_records(run_dir, "produce")
+               if isinstance(r.get("msg_id"), str) and isinstance(r.get("outcome"), str)]
+    consume = [r for r in store.history_records(run_dir, "consume") if isinstance(r.get("msg_id"), str)]
     faults = store.read_jsonl(run_dir / store.NEMESIS_LOG)
-    samples = store.read_jsonl(run_dir / store.OBSERVATIONS)
+    samples = [x for x in store.read_jsonl(run_dir / store.OBSERVATIONS) if isinstance(x.get("t"), (int, float))]
     times = ([r["t_complete"] for r in produce if isinstance(r.get("t_complete"), (int, float))]
-             + [r["t"] for r in consume if isinstance(r.get("t"), (int, float))] + [s["t"] for s in samples])
+             + [r["t"] for r in consume if isinstance(r.get("t"), (int, float))]
+             + [s["t"] for s in samples])
     end = max(times, default=1.0) + 1
     out = [publishes(run_dir, produce, consume, check, faults, end),
            rates(run_dir, produce, consume, faults, info.get("phases") or {}, end),

@@ -107,3 +107,21 @@ def test_the_results_index_lists_batches_and_runs(tmp_path):
     assert 'href="catalogue/2026-11-23T12-00-00Z/index.html"' in page
     assert 'href="R9/2026-11-23T10-00-00.000Z/report.html"' in page and ">held<" in page
     assert "K7" in page and "harness error" in page and str(killed.name) in page
+
+
+def test_pictures_of_a_damaged_run_leave_the_bad_lines_out(tmp_path):
+    """A report is written for any checked run: lines the checker counts malformed (an id
+    that is not a string, a time that is text) are left out of the pictures, not a crash."""
+    from harness import plots
+    (tmp_path / "history").mkdir()
+    lines = [{"msg_id": {"x": 1}, "outcome": "ok", "t_invoke": 1, "t_complete": 2},
+             {"msg_id": "a", "outcome": {"o": 1}, "t_invoke": 1, "t_complete": 2},
+             {"msg_id": "b", "outcome": "ok", "t_invoke": "x", "t_complete": 2},
+             {"msg_id": "c", "outcome": "ok", "t_invoke": 1, "t_complete": 2.5}]
+    (tmp_path / "history" / "produce-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines) + "{garbage\n")
+    (tmp_path / "history" / "consume-0.jsonl").write_text(json.dumps({"msg_id": [1], "t": "x"}) + "\n"
+                                                          + json.dumps({"msg_id": "c", "t": 3.0}) + "\n")
+    (tmp_path / store.OBSERVATIONS).write_text("".join(json.dumps(x) + "\n" for x in (
+        {"t": "bad", "nodes": {"a": "running"}}, {"t": 1, "nodes": {"a": "running"}}, {"t": 2, "nodes": {"a": "stopped"}})))
+    drawn = plots.draw_all(tmp_path, {"samples": {"lost": ["c"]}, "lost": 1}, {})
+    assert [p.name for p in drawn] == ["publishes.png", "rates.png", "broker-state.png"]
