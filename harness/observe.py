@@ -15,7 +15,7 @@ from typing import Any
 from harness import store
 from harness.brokers.base import docker
 from harness.history import JsonlWriter, RunClock
-from harness.measures import blocked_s
+from harness.measures import blocked_s, nodes_down_s
 
 
 class Observer(threading.Thread):

@@ -31,7 +31,6 @@ from typing import Any
 
 from harness import brokers, store
 from harness.history import JsonlWriter, RunClock
-from harness.util import wait_until
 from nemesis import faults as F
 from nemesis import net
 from nemesis.schedule import FAULTS, Step, parse

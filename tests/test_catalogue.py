@@ -1,6 +1,5 @@
 """The catalogue's pure parts: measurements read from samples, logs and histories, the
 prediction's judging, and the summary / JUnit outputs. Synthetic inputs with known figures."""
-import random
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -201,3 +200,27 @@ def test_the_brokers_own_view_of_unavailability():
              {"t": 7, "error": "unanswered"}, {"t": 8, "nodes": {"a": "running", "b": "absent"}},
              {"t": 9, "nodes": {"a": "running", "b": "running"}}]
     assert measures.nodes_down_s(nodes) == {"a": 5.0, "b": 1.0}
+
+
+@pytest.mark.parametrize("broker", ["rabbitmq", "kafka"])
+def test_a_runs_measurements_from_its_files(tmp_path, broker):
+    """observe.measure end to end on a run directory (what the run loop calls after a run)."""
+    import json
+
+    from harness import brokers, observe, store
+    sc = parse({"name": "m", "broker": broker})
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "produce-p0.jsonl").write_text("".join(json.dumps(
+        {"msg_id": f"p0-{i}", "producer": "p0", "seq": i, "outcome": "ok", "t_invoke": i, "t_complete": i + 0.1}) + "\n"
+        for i in range(20)))
+    (tmp_path / "history" / "consume-c0.jsonl").write_text(json.dumps({"msg_id": "p0-1", "consumer": "c0", "t": 2.0}) + "\n")
+    nodes = brokers.get(broker).cluster().nodes()
+    (tmp_path / store.OBSERVATIONS).write_text("".join(json.dumps(
+        {"t": t, "nodes": {n: "running" if t < 5 or n != nodes[-1] else "stopped" for n in nodes},
+         "leader": "kafka1", "isr": ["kafka1", "kafka2"], "controller": "kafka1", "master": "rabbit1",
+         "members": nodes, "online": nodes}) + "\n" for t in range(10)))
+    m = observe.measure(brokers.get(broker), tmp_path, sc, {"phases": {"faults": 3.0, "stop-producers": 15.0}})
+    assert "error" not in m
+    assert m["nodes_down_s"][nodes[-1]] == 4.0 and m["client_timeouts"] and m["blocked_s"] > 0
+    assert set(m) - {"nodes_down_s", "client_timeouts", "blocked_s"} <= sc.measurement_names() | {
+        "isr_timeline", "queue_timeline"}

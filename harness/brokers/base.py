@@ -35,7 +35,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from functools import cache
 from typing import Any, Callable, ClassVar
