@@ -48,7 +48,7 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
             # a sort of the consume log per reader: not on millions of records (docs/history.md)
             A.read_gaps_query(consume, threshold) if consume is not None and not large else None,
             A.ordering_query(produce, consume, rules, {}, exact=not large) if consume is not None else None])
-    reads = reads or {}
+    computed = reads is not None  # not on millions of records
     order = order or {}
     if order.pop(A.COLLISION, False):  # two ordering groups shared a hash
         order = A.ordering(produce, consume, rules, {}, exact=True)
@@ -89,8 +89,9 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
         d["unavailable_by_producer"] = unav_p.get(rid, {})
         d["unavailable_s_producer_max"] = round(max(
             (sum(z - a for a, z in iv) for iv in d["unavailable_by_producer"].values()), default=0.0), 3)
-        d["read_gaps"] = reads.get(rid, {})
-        d["read_gap_max_s"] = round(max((z - a for iv in d["read_gaps"].values() for a, z in iv), default=0.0), 3)
+        d["read_gaps"] = reads.get(rid, {}) if computed else None
+        d["read_gap_max_s"] = (round(max((z - a for iv in d["read_gaps"].values() for a, z in iv), default=0.0), 3)
+                               if computed else None)
         d["valid"], d["reason"] = A.verdict(d)
         # A history cut short, or made under a fault that did not happen, decides nothing.
         faults = store.read_jsonl(Path(run.dir) / store.NEMESIS_LOG) if "://" not in run.dir else []

@@ -162,6 +162,8 @@ def unavailability(result: dict, meas: dict) -> list[tuple[str, str, object]]:
     rows: list[tuple[str, str, object]] = [("clients", "pooled over producers", f"{result.get('unavailable_s', 0)} s")]
     for p, iv in sorted((result.get("unavailable_by_producer") or {}).items()):
         rows.append(("clients", f"producer {p}", f"{sum(z - a for a, z in iv):.2f} s in {len(iv)} interval(s)"))
+    if result.get("read_gaps") is None and "read_gaps" in result:
+        rows.append(("clients", "readers' waits", "not computed (millions of records)"))
     for c, iv in sorted((result.get("read_gaps") or {}).items()):
         rows.append(("clients", f"reader {c}: longest wait", f"{max(z - a for a, z in iv):.2f} s ({len(iv)} wait(s))"))
     broker = [("broker", k, f"{meas[k]} s") for k in ("leaderless_s", "isr_below_min_s", "masterless_s") if k in meas]
