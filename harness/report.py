@@ -7,12 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, select_autoescape
-
 from harness import expect, plots, store
+from harness.templates import TEMPLATES
 from harness.scenario import ScenarioError, parse_recorded
-
-TEMPLATES = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]))
 
 
 def faults(run_dir: Path) -> list[dict]:

@@ -8,11 +8,8 @@ import os
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from jinja2 import Environment, PackageLoader, select_autoescape
-
 from harness import expect, store
-
-TEMPLATES = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]))
+from harness.templates import TEMPLATES
 
 VERDICT = {True: "held", False: "DID NOT HOLD", None: "could not decide"}
 
