@@ -20,6 +20,8 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless)
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv)
+	@# libfuse2: fusepy's library, for the power-loss file system's tests (nemesis/lazyfs.py)
+	@ldconfig -p | grep -q 'libfuse\.so\.2' || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libfuse2)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
@@ -75,6 +77,11 @@ test-partition: images
 
 heal: venv
 	$(MQCHAOS) heal all
+
+# What the power-loss file system costs: throughput with fs: plain and fs: lazy (bench/fs_bench.py).
+.PHONY: bench-fs
+bench-fs: images
+	$(PY) -m bench.fs_bench $(BENCH_ARGS)
 
 .PHONY: bench-clients
 bench-clients: images

@@ -12,6 +12,15 @@ from harness.templates import TEMPLATES
 from harness.scenario import ScenarioError, parse_recorded
 
 
+def recovery_text(info: dict) -> str:
+    """What the run did when the cluster did not recover by itself after the faults."""
+    rec = info.get("operator_recovery") or {}
+    if rec.get("failed"):
+        return (f"the cluster did not recover by itself ({rec.get('reason')}), and restarting the nodes that "
+                f"did not serve, as an operator would, did not bring it back: {rec['failed']}")
+    return (f"the cluster did not recover by itself ({rec.get('reason')}); the run restarted "
+            f"{rec.get('restarted')} as an operator would")
+
 def faults(run_dir: Path) -> list[dict]:
     return store.read_jsonl(Path(run_dir) / store.NEMESIS_LOG)
 
@@ -38,10 +47,7 @@ def markdown(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path]) 
           f"— {v['reason']}",
           f"- drain: {json.dumps(info.get('drain'))}"]
     if info.get("self_healed") is False:
-        rec = info.get("operator_recovery") or {}
-        md.append(f"- **the cluster did not recover by itself** after the faults were lifted "
-                  f"({rec.get('reason')}); the run restarted {rec.get('restarted')} as an operator would "
-                  f"(a finding about availability)")
+        md.append(f"- **{recovery_text(info)}** (a finding about availability)")
     md += ["", "| measure | value |", "|---|---|"]
     md += [f"| {k} | {val} |" for k, val in rows]
     if v["checks"]:
@@ -108,6 +114,11 @@ def fault_rows(run_dir: Path) -> list[dict]:
             effect, cls = "no effect: " + json.dumps(ev)[:160], "bad"
         elif "dropped_packets" in ev:
             effect, cls = f"{sum(ev['dropped_packets'].values())} packets dropped", "good"
+        elif "unsynced_bytes_dropped" in ev:  # a power loss
+            lost = ev["unsynced_bytes_dropped"]
+            effect = (f"power cut; unsynced bytes dropped: "
+                      + ", ".join(f"{n} {b:,}" for n, b in lost.items() if b is not None))
+            cls = "good"
         elif f.get("fault") == "recover":
             effect, cls = str(d.get("recovery")), "muted"
         elif ev:
@@ -133,7 +144,6 @@ def html_page(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path])
               False: ("failed", "PREDICTION DID NOT HOLD" if v["checks"] else "ANOMALIES FOUND"),
               None: ("undecided", "could not decide")}[held]
     meas = info.get("measurements") or {}
-    rec = info.get("operator_recovery") or {}
     return TEMPLATES.get_template("report.html.j2").render(
         title=sc.name if sc else run_dir.name, scenario_name=sc.name if sc else run_dir.name,
         scenario_id=sc.id if sc else None, description=sc.description.strip() if sc else "",
@@ -143,8 +153,7 @@ def html_page(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path])
         versions=sorted((k, x) for k, x in (info.get("brokers") or {}).items() if x),
         run_dir=str(run_dir), started_at=info.get("started_at"), status=info.get("status"),
         drain=", ".join(f"{k}: {x}" for k, x in (info.get("drain") or {}).items()),
-        recovery=(f"the cluster did not recover by itself ({rec.get('reason')}); the run restarted "
-                  f"{rec.get('restarted')} as an operator would") if info.get("self_healed") is False else None,
+        recovery=recovery_text(info) if info.get("self_healed") is False else None,
         checks=v["checks"], counts=_counts(result), plots=[p.name for p in pictures],
         unavailability=unavailability(result, meas), faults=fault_rows(run_dir),
         measurements=[(k, json.dumps(x, ensure_ascii=False)[:300]) for k, x in sorted(meas.items())

@@ -23,6 +23,7 @@ from harness import brokers, observe, report, rows, store
 from harness.clients.base import Worker
 from harness.history import HISTORY_VERSION, JsonlWriter, RunClock
 from harness.scenario import Scenario
+from harness.util import StopWaiting
 from harness.verdicts import EXIT_UNKNOWN, run_exit_code
 from nemesis.core import Nemesis
 
@@ -174,9 +175,10 @@ class Run:
         try:
             self.nemesis.heal(wait=True, timeout=t.heal_timeout)
             self.info["self_healed"] = True
-        except TimeoutError as e:
-            # The broker did not recover by itself once the faults were lifted: a finding, not
-            # a harness failure. An operator would restart what does not serve; so does the run.
+        except (TimeoutError, StopWaiting) as e:
+            # The broker did not recover by itself once the faults were lifted (or a node
+            # died on the way): a finding, not a harness failure. An operator would restart
+            # what does not serve; so does the run.
             self.info["self_healed"] = False
             self.info["operator_recovery"] = self._operator_recovery(str(e))
         self.probes.after_heal()
@@ -186,9 +188,14 @@ class Run:
     def _operator_recovery(self, why: str) -> dict:
         log(f"the cluster did not recover by itself ({why}); restarting the nodes that do not serve")
         t0 = self.clock.now()
-        # still not whole afterwards: a harness error
-        stuck = self.nemesis.restart_stuck(self.sc.timing.heal_timeout)
-        return {"reason": why, "restarted": stuck, "t": round(t0, 2),
+        try:
+            stuck, failed = self.nemesis.restart_stuck(self.sc.timing.heal_timeout), None
+        except (TimeoutError, StopWaiting) as e:
+            # still not whole: the broker's outcome (the run goes on, its verdict undecided
+            # by harness.verdicts.undecided), not the harness's
+            stuck, failed = None, str(e)[:1500]
+            log(f"the cluster could not be brought back: {failed}")
+        return {"reason": why, "restarted": stuck, "t": round(t0, 2), "failed": failed,
                 "seconds": round(self.clock.now() - t0, 1)}
 
     def _drain(self) -> None:

@@ -94,6 +94,11 @@ def parse(data: Any, source: str = "scenario") -> Scenario:
     bad = expect.undecidable(sc)
     lacking += [f"  expect.{k}: no {broker} run measures this (measured: {', '.join(sorted(expect.decidable(sc)))})"
                 for k in bad]
+    # A power cut needs the file system that forgets unsynced writes under the data directories.
+    if any(st.fault == "power_loss" for st in steps):
+        if sc.cluster.fs == "plain":
+            lacking.append("  cluster.fs: plain, but the nemesis cuts the power (power_loss needs fs: lazy)")
+        sc.cluster.fs = "lazy"
     if lacking:
         raise ScenarioError(f"{source}: invalid scenario\n" + "\n".join(lacking))
     return sc

@@ -6,6 +6,11 @@ import time
 from typing import Any, Callable
 
 
+class StopWaiting(Exception):
+    """Raised by a condition that can no longer become true (a node that had to run has
+    exited): ends ``wait_until`` at once, whoever called it."""
+
+
 def wait_until(cond: Callable[[], Any], timeout: float, msg: str, interval: float = 0.5,
                reraise: tuple[type[BaseException], ...] = ()) -> Any:
     """Call ``cond`` until it returns something truthy; return that value.
@@ -22,7 +27,7 @@ def wait_until(cond: Callable[[], Any], timeout: float, msg: str, interval: floa
             if value:
                 return value
             last_exc = None
-        except reraise:
+        except (StopWaiting, *reraise):
             raise
         except Exception as exc:  # noqa: BLE001 - any failure means "not ready yet"
             last_exc = exc

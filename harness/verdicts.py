@@ -57,6 +57,9 @@ def undecided(info: dict | None, faults: list[dict]) -> list[str]:
     status = info.get("status")
     if status is not None and status != "completed":
         reasons.append(f"the run did not complete (status: {status})")
+    recovery = info.get("operator_recovery")
+    if isinstance(recovery, dict) and recovery.get("failed"):
+        reasons.append(f"the cluster could not be brought back after the faults: {str(recovery['failed'])[:300]}")
     drain = info.get("drain")
     if isinstance(drain, dict) and drain.get("complete") is False:
         reasons.append("the drain did not finish: messages may still be queued")

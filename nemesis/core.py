@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import brokers, store
+from harness.brokers.base import NodeExitedError
 from harness.history import JsonlWriter, RunClock
 from nemesis import faults as F
 from nemesis import net
@@ -327,6 +328,9 @@ class Nemesis:
         since: list[float | None] = [None]
 
         def check() -> bool:
+            gone = self.cluster.exited()  # every fault is lifted: nothing holds a node down
+            if gone:
+                raise NodeExitedError("; ".join(f"{n} exited by itself ({why})" for n, why in gone.items()))
             try:
                 ok = bool(cond())
             except Exception:  # noqa: BLE001 - an unanswered check means "not whole yet"

@@ -116,7 +116,7 @@ def plan_bandwidth(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
 
 def plan_nodes(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
     f.targets = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.subject), f.fault)
-    undo = {"kill": "start", "stop": "start", "pause": "unpause"}.get(f.fault)
+    undo = {"kill": "start", "stop": "start", "pause": "unpause", "power_loss": "start"}.get(f.fault)
     if f.fault == "wipe" and not params.get("start", True):
         undo = "start"
     if undo:
@@ -126,7 +126,7 @@ def plan_nodes(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
 
 PLANNERS: dict[str, Callable[[Ctx, Fault, Any, dict], None]] = {
     "partition": plan_partition, "loss": plan_partition, "bandwidth": plan_bandwidth,
-    **{k: plan_nodes for k in ("kill", "stop", "pause", "wipe", "restart", "restart_app",
+    **{k: plan_nodes for k in ("kill", "stop", "pause", "wipe", "power_loss", "restart", "restart_app",
                                "rolling_restart")},
 }
 
@@ -151,7 +151,9 @@ def execute(ctx: Ctx, f: Fault, params: dict) -> None:
         c.exec(node, ["tc", "qdisc", "replace", *spec], timeout=30)
     for node in f.targets if f.fault in NODE_ACTIONS else []:
         NODE_ACTIONS[f.fault](ctx, node, params, f)
-    if f.fault in NODE_ACTIONS:
+    if f.fault in GROUP_ACTIONS:
+        GROUP_ACTIONS[f.fault](ctx, f.targets, params, f)
+    if f.fault in NODE_ACTIONS or f.fault in GROUP_ACTIONS:
         _node_evidence(ctx, f)
     if f.undo.get("tbf"):
         prove(f, {"qdisc": sorted(f.undo["tbf"])}, True)  # tc refused otherwise
@@ -180,6 +182,15 @@ NODE_ACTIONS: dict[str, Callable[[Ctx, str, dict, Fault], None]] = {
     "restart_app": lambda ctx, n, p, f: ctx.cluster.restart_app(n),
 }
 
+def _power_loss(ctx: Ctx, nodes: list[str], params: dict, f: Fault) -> None:
+    # every target at the same instant (all replicas of a partition losing power together is
+    # the point), so not node by node
+    f.details["dropped"] = ctx.cluster.power_off(nodes)
+
+
+# Faults that act on all their targets at once.
+GROUP_ACTIONS: dict[str, Callable[[Ctx, list[str], dict, Fault], None]] = {"power_loss": _power_loss}
+
 # What each fault asks of the broker's nodes (harness.brokers.base capabilities): a scenario
 # whose broker lacks one is refused at validation, before anything runs.
 NEEDS: dict[str, frozenset[str]] = {
@@ -187,7 +198,7 @@ NEEDS: dict[str, frozenset[str]] = {
     "pause": frozenset({"pause"}), "unpause": frozenset({"pause"}),
     "wipe": frozenset({"wipe", "start"}), "start": frozenset({"start"}),
     "restart": frozenset({"stop", "start"}), "rolling_restart": frozenset({"stop", "start"}),
-    "restart_app": frozenset({"restart_app"}),
+    "restart_app": frozenset({"restart_app"}), "power_loss": frozenset({"power_loss", "start"}),
 }
 
 
@@ -227,7 +238,13 @@ def count_dropped(cluster: Any, f: Fault, rules: dict) -> None:
 def _node_evidence(ctx: Ctx, f: Fault) -> None:
     """A node fault's evidence: the container's state right after the action."""
     c = ctx.cluster
-    if f.fault in ("kill", "stop") or (f.fault == "wipe" and "start" in f.undo):
+    if f.fault == "power_loss":
+        down = {n: not c.running(n) and not c.paused(n) for n in f.targets}
+        dropped = f.details.get("dropped") or {}
+        prove(f, {"down": down, "unsynced_bytes_dropped": {n: (dropped.get(n) or {}).get("unsynced_bytes")
+                                                           for n in f.targets}},
+              all(down.values()) and set(dropped) == set(f.targets))
+    elif f.fault in ("kill", "stop") or (f.fault == "wipe" and "start" in f.undo):
         down = {n: not c.running(n) and not c.paused(n) for n in f.targets}
         prove(f, {"down": down}, all(down.values()))
     elif f.fault == "pause":

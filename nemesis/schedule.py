@@ -22,8 +22,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-FAULTS = ("partition", "loss", "bandwidth", "kill", "stop", "pause", "wipe", "start", "unpause",
-          "restart", "restart_app", "rolling_restart", "heal")
+FAULTS = ("partition", "loss", "bandwidth", "kill", "stop", "pause", "wipe", "power_loss", "start",
+          "unpause", "restart", "restart_app", "rolling_restart", "heal")
 MAX_STEPS = 10_000  # generators are bounded by count/until; this is the backstop
 
 

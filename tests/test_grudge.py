@@ -377,6 +377,9 @@ class FakeRabbit:
     def healthy(self):
         return all(s == "running" for s in self.state.values())
 
+    def exited(self):
+        return {n: "exit 1: BOOT FAILED" for n, s in self.state.items() if s == "dead"}
+
 
 def test_nemesis_records_and_heals(tmp_path):
     from harness.history import RunClock
@@ -486,3 +489,21 @@ def test_no_effect_is_concluded_only_from_every_rule_bearing_node():
     assert f.details["effective"] is None and f.details["evidence"]["unread"] == ["rabbit1"]
     F.count_dropped(C({"rabbit1", "rabbit2"}, {"rabbit1": 7, "rabbit2": 0}), f, rules)
     assert f.details["effective"] is True and f.details["evidence"]["dropped_packets"] == {"rabbit1": 7, "rabbit2": 0}
+
+
+def test_a_node_that_dies_by_itself_ends_the_heal_at_once(tmp_path):
+    """A node that does not boot after the faults are lifted (RabbitMQ after a power loss,
+    R14b) is not waited for until the heal timeout: the wait stops with what it died of."""
+    import time
+    from harness.brokers.base import NodeExitedError
+    from harness.history import RunClock
+    from nemesis.core import Nemesis
+    c = FakeRabbit(tmp_path)
+    nem = Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, heal_timeout=60)
+    c.start = lambda n: c.state.__setitem__(n, "dead")  # every start fails to boot
+    nem.apply("kill", "rabbit3")
+    t0 = time.monotonic()
+    with pytest.raises(NodeExitedError, match="rabbit3 exited by itself .*BOOT FAILED"):
+        nem.heal(wait=True)
+    assert time.monotonic() - t0 < 10
+    nem.close()

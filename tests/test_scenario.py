@@ -159,3 +159,23 @@ def test_a_prediction_on_a_history_the_checker_cannot_judge_is_undecided():
     assert v["held"] is None and "nothing was attempted" in v["reason"]
     from harness.verdicts import EXIT_UNKNOWN, run_exit_code
     assert run_exit_code(dict(result, prediction=v)) == EXIT_UNKNOWN
+
+
+def test_a_cluster_that_could_not_be_brought_back_makes_the_run_undecided():
+    from harness.verdicts import undecided
+    info = {"status": "completed", "drain": {"complete": True}, "self_healed": False,
+            "operator_recovery": {"reason": "rabbit1 exited by itself", "restarted": None,
+                                  "failed": "rabbit1 exited by itself (exit 0: BOOT FAILED)"}}
+    assert any("could not be brought back" in r and "BOOT FAILED" in r for r in undecided(info, []))
+    info["operator_recovery"]["failed"] = None  # restarted, and whole again: decided
+    assert undecided(info, []) == []
+
+
+def test_power_loss_brings_its_file_system_and_refuses_a_plain_one():
+    base = {"name": "p", "broker": "kafka", "nemesis": [{"at": 1, "fault": "power_loss", "targets": "brokers"}]}
+    assert parse(base).cluster.fs == "lazy"
+    assert parse({**base, "nemesis": []}).cluster.fs is None
+    with pytest.raises(ScenarioError, match="cluster.fs: plain.*power_loss needs fs: lazy"):
+        parse({**base, "cluster": {"fs": "plain"}})
+    with pytest.raises(ScenarioError, match="fs_writeback_s"):
+        parse({**base, "cluster": {"fs_writeback_s": -1}})

@@ -4,6 +4,8 @@
 # (docker stop) triggers Kafka's controlled shutdown.
 set -eu
 mkdir -p /var/lib/kafka/data
+# fs: lazy (a power-loss scenario): log.dirs through the file system that forgets unsynced writes
+[ -z "${MQCHAOS_LAZYFS:-}" ] || python3 /mqchaos/lazyfs.py start "$MQCHAOS_LAZYFS"
 CP="${KAFKA_CLASSPATH:-/opt/kafka/libs/*}"
 # shellcheck disable=SC2086
 exec java ${JVM_HEAP_OPTS:--Xmx512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \

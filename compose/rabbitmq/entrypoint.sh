@@ -19,4 +19,10 @@ else
   server=$(command -v rabbitmq-server)
 fi
 export HOME="$HOME_DIR"
+# fs: lazy (a power-loss scenario): the mnesia base through the file system that forgets
+# unsynced writes (mounted after the chown above, which must not walk through it)
+if [ -n "${MQCHAOS_LAZYFS:-}" ]; then
+  mkdir -p "$MQCHAOS_LAZYFS" && chown rabbitmq:rabbitmq "$MQCHAOS_LAZYFS"
+  python3 /mqchaos/lazyfs.py start "$MQCHAOS_LAZYFS"
+fi
 exec setpriv --reuid=rabbitmq --regid=rabbitmq --init-groups "$server"

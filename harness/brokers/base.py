@@ -37,14 +37,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.engine import compose_cmd
 from harness.probes import Probes
-from harness.util import run, wait_until
+from harness.util import StopWaiting, run, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 COMPOSE_DIR = ROOT / "compose"
@@ -52,14 +53,18 @@ STATE_DIR = Path(os.environ.get("MQCHAOS_STATE_DIR", ROOT / "build" / "clusters"
 
 # Node-control capabilities (what the nemesis may ask of a broker's nodes).
 KILL, STOP, START, PAUSE, WIPE, RESTART_APP = "kill", "stop", "start", "pause", "wipe", "restart_app"
-CONTAINER_CAPABILITIES = frozenset({KILL, STOP, START, PAUSE, WIPE})
+POWER_LOSS = "power_loss"  # the nodes' data directories can forget what was never fsynced
+CONTAINER_CAPABILITIES = frozenset({KILL, STOP, START, PAUSE, WIPE, POWER_LOSS})
+# The power-loss file system (a script run inside the containers, bind-mounted) and its socket.
+LAZYFS_SCRIPT = ROOT / "nemesis" / "lazyfs.py"
+LAZYFS_SOCKET = "/run/mqchaos-lazyfs.sock"
 
 
 class ClusterError(RuntimeError):
     """A cluster did not reach the state asked for; the message carries the nodes' logs."""
 
 
-class NodeExitedError(ClusterError):
+class NodeExitedError(ClusterError, StopWaiting):
     """A node that had to stay up exited while waiting (fails a health wait at once)."""
 
 
@@ -171,6 +176,10 @@ class Cluster(abc.ABC):
     def wait_whole(self, timeout: float, steady: Steady, record: Recorder) -> None:
         """Wait until the cluster serves again after the faults were lifted (TimeoutError)."""
 
+    def exited(self) -> dict[str, str]:
+        """Nodes that died by themselves (e.g. did not boot), each with what it died of."""
+        return {}
+
     @abc.abstractmethod
     def stuck_nodes(self) -> list[str]:
         """Nodes that do not serve (what an operator would restart)."""
@@ -182,6 +191,11 @@ class Cluster(abc.ABC):
     def restart_app(self, node: str) -> None:
         raise NotImplementedError(f"a {self.kind} cluster cannot restart_app")
 
+    def power_off(self, nodes: list[str]) -> dict[str, Any]:
+        """Cut the power of ``nodes`` at once: each forgets what it never fsynced and dies;
+        return what each dropped."""
+        raise NotImplementedError(f"a {self.kind} cluster cannot lose power")
+
 
 class ComposeCluster(Cluster):
     """What both kinds share: compose project handling and per-node container operations."""
@@ -189,6 +203,8 @@ class ComposeCluster(Cluster):
     compose_file: str          # file name in compose/
     network_key: str           # network name in the compose file
     data_mounts: dict[str, str]  # in-container data path, by node-name prefix
+    # the data directory the power-loss file system serves (settings ``fs: lazy``), by prefix
+    fs_dirs: dict[str, str] = {}
 
     def __init__(self, project: str | None = None) -> None:
         self.project = project or f"mqchaos-{self.kind}"
@@ -205,8 +221,56 @@ class ComposeCluster(Cluster):
         return env
 
     def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-        cmd = [*compose_cmd(), "-p", self.project, "-f", str(COMPOSE_DIR / self.compose_file), *args]
+        files = [COMPOSE_DIR / self.compose_file] + [p for p in [self.fs_override()] if p.exists()]
+        cmd = [*compose_cmd(), "-p", self.project, *(a for f in files for a in ("-f", str(f))), *args]
         return run(cmd, check=check, timeout=timeout, env=self.compose_env())
+
+    # ---- the power-loss file system -------------------------------------------------
+    def fs_override(self) -> Path:
+        return self.state_dir / "lazyfs.override.yml"
+
+    def fs_dir(self, node: str) -> str | None:
+        return next((d for prefix, d in self.fs_dirs.items() if node.startswith(prefix)), None)
+
+    def write_fs_override(self, settings: Any) -> None:
+        """``fs: lazy``: the data nodes mount their data directory through nemesis/lazyfs.py,
+        with the FUSE device and CAP_SYS_ADMIN (to mount), not privileged."""
+        path = self.fs_override()
+        if getattr(settings, "fs", None) != "lazy":
+            path.unlink(missing_ok=True)
+            return
+        env = {"MQCHAOS_LAZYFS_WRITEBACK": str(settings.fs_writeback_s or "")}
+        services = {n: {"devices": ["/dev/fuse:/dev/fuse"], "cap_add": ["NET_ADMIN", "SYS_ADMIN"],
+                        "environment": {"MQCHAOS_LAZYFS": self.fs_dir(n), **env},
+                        "volumes": [f"{LAZYFS_SCRIPT}:/mqchaos/lazyfs.py:ro"]}
+                    for n in self.nodes() if self.fs_dir(n)}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"version": "2.4", "services": services}, indent=1))  # YAML too
+
+    def lazy_fs(self, node: str) -> bool:
+        info = self._inspect(node) or {}
+        return any(e.startswith("MQCHAOS_LAZYFS=") and e != "MQCHAOS_LAZYFS="
+                   for e in (info.get("Config") or {}).get("Env") or [])
+
+    def fs_status(self, node: str) -> dict[str, Any]:
+        _, out = self.exec(node, ["python3", "/mqchaos/lazyfs.py", "ctl", "status"], timeout=30)
+        return json.loads(out)
+
+    def power_off(self, nodes: list[str]) -> dict[str, Any]:
+        """Every node of ``nodes`` forgets its unsynced writes at once (the file systems refuse
+        every change from then on), then is SIGKILLed, as at a power cut."""
+        bare = [n for n in nodes if not self.lazy_fs(n)]
+        if bare:
+            raise ClusterError(f"power loss needs the cluster up with `fs: lazy`; {', '.join(bare)} "
+                               "has no power-loss file system")
+
+        def off(node: str) -> dict[str, Any]:
+            _, out = self.exec(node, ["python3", "/mqchaos/lazyfs.py", "ctl", "power-off"], timeout=60)
+            return json.loads(out)["dropped"]
+        with ThreadPoolExecutor(len(nodes)) as pool:  # as close to one instant as docker exec allows
+            dropped = dict(zip(nodes, pool.map(off, nodes)))
+            list(pool.map(self.kill, nodes))
+        return dropped
 
     def network_name(self) -> str:
         return f"{self.project}_{self.network_key}"
@@ -215,6 +279,7 @@ class ComposeCluster(Cluster):
         return f"{self.project}_{node}-data"
 
     def _compose_up(self, services: list[str] | None = None) -> None:
+        self.write_fs_override(getattr(self, "config", None))
         self.compose("up", "-d", "--no-build", "--force-recreate", *(services or []), timeout=600)
 
     def down(self) -> None:
@@ -332,6 +397,19 @@ class ComposeCluster(Cluster):
         if self.paused(node):
             docker("unpause", node)
 
+    def exited(self) -> dict[str, str]:
+        """Nodes whose container has exited (nothing of the harness's holds them down), each
+        with the last lines it logged: what it died of."""
+        out = {}
+        for node in self.nodes():
+            st = self.state(node)
+            if st and st.get("Status") == "exited":
+                # docker's timestamp prefix dropped: the broker's own line is the evidence
+                tail = [line.split(" ", 1)[-1] for line in self.logs(node, tail=60).splitlines() if line.strip()]
+                hint = [line for line in tail if "BOOT FAILED" in line or "rror" in line or "xception" in line]
+                out[node] = f"exit {st.get('ExitCode')}: " + " | ".join((hint or tail)[-4:])[-800:]
+        return out
+
     def exit_code(self, node: str) -> int | None:
         st = self.state(node)
         return None if st.get("Running") else st.get("ExitCode")
@@ -445,6 +523,12 @@ class Settings(BaseModel):
 
     extra: dict[str, str] = Field(default_factory=dict)
     healthy_timeout: float = 120.0
+    # "lazy": the data directories forget what was never fsynced at a power loss
+    # (nemesis/lazyfs.py); a scenario with a power_loss fault gets it unless it says "plain"
+    fs: Literal["plain", "lazy"] | None = None
+    # with fs: lazy, unsynced writes this old count as written back (the kernel's periodic
+    # writeback, 30 s on Linux); None: never (the worst case, LazyFS's model)
+    fs_writeback_s: float | None = Field(None, gt=0)
 
     @model_validator(mode="before")
     @classmethod

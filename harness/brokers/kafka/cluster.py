@@ -145,6 +145,7 @@ class KafkaCluster(ComposeCluster):
     compose_file = "kafka.yml"
     network_key = "kafkanet"
     data_mounts = {"zk": "/var/lib/zookeeper", "kafka": "/var/lib/kafka"}
+    fs_dirs = {"kafka": "/var/lib/kafka/data"}  # log.dirs; ZooKeeper's disks keep power
     roles = {r.name: r for r in (
         Role("leader", "the broker leading partition P (default 0) of topic T", "T[/P]"),
         Role("followers", "the partition's other replicas", "T[/P]"),

@@ -83,6 +83,7 @@ class RabbitCluster(ComposeCluster):
     compose_file = "rabbitmq.yml"
     network_key = "rabbitnet"
     data_mounts = {"rabbit": "/var/lib/rabbitmq"}
+    fs_dirs = {"rabbit": "/var/lib/rabbitmq/mnesia"}  # RABBITMQ_MNESIA_BASE: queues, stores, metadata
     capabilities = CONTAINER_CAPABILITIES | {RESTART_APP}
     roles = {r.name: r for r in (
         Role("queue_master", "node of classic queue Q's master, or quorum queue Q's leader", "queue"),
