@@ -20,6 +20,9 @@ CHECKER_KEYS = {"attempted", "ok", "fail", "info", "produce_records", "delivered
                 "unavailable_intervals", "drain_complete", "unavailable_s_producer_max", "read_gap_max_s"}
 # What the run loop measures for every broker (run.json measurements).
 RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s"}
+# Decided by the run itself whatever its history says: a node that never came back is
+# evidence enough, even when the drain (and so every count) is undecided.
+OWN_EVIDENCE = {"self_healed"}
 OPS = {">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
        ">": operator.gt, "<": operator.lt}
 COMPARISON = re.compile(r"^\s*(>=|<=|==|!=|>|<)?\s*(-?[0-9.]+(?:e-?[0-9]+)?)\s*$")
@@ -113,7 +116,12 @@ def verdict(sc, result: dict, info: dict) -> dict:
         reason = "prediction held"
     if held is not None and result.get("lost") and not (info.get("drain") or {}).get("complete"):
         held, reason = None, "could not decide: the drain did not finish, 'lost' may still be queued"
-    if checks and result.get("undecided"):  # the run itself decides nothing (harness.verdicts)
+    own = [c for c in checks if c["key"] in OWN_EVIDENCE and c["held"] is False]
+    if checks and result.get("undecided") and own:
+        held, reason = False, ("prediction did not hold: " + ", ".join(
+            f"{c['key']}={c['actual']} (predicted {c['expected']})" for c in own)
+            + "; the rest could not be decided: " + "; ".join(result["undecided"]))
+    elif checks and result.get("undecided"):  # the run itself decides nothing (harness.verdicts)
         held, reason = None, "could not decide: " + "; ".join(result["undecided"])
     elif checks and "valid" in result and result["valid"] is None:  # a broken or empty history
         held, reason = None, f"could not decide: the checker could not ({result.get('reason')})"

@@ -17,6 +17,11 @@ within the kernel's writeback window of every write). ``--writeback S`` models t
 periodic writeback (Linux: dirty data older than 30 s): a file's unsynced writes count as
 written back once the oldest of them is S seconds old (per file, not per page: coarse).
 
+Files are known by path: a hard link's fsync does not make its other names' writes durable
+(the brokers here make none). Between a node's power-off and its SIGKILL (one ``docker exec``
+later) the node still runs: every change and every fsync fails (EIO), so nothing unsynced can
+be confirmed as synced, but pages in the kernel's cache may still be read.
+
 Metadata (create, mkdir, rename, unlink, chmod ...) is durable at once, as in LazyFS's
 default: a file created and never fsynced survives a power cut, empty. Runs inside the
 broker's container with the system python3 and Debian's python3-fusepy: stdlib and fusepy
@@ -132,6 +137,9 @@ class UndoLog:
             except FileNotFoundError:
                 dropped["missing"] += 1
                 continue
+            except OSError as exc:
+                dropped.setdefault("errors", {})[path] = str(exc)
+                continue
             try:
                 size = os.fstat(fd).st_size
                 for page, data in sorted(e.pages.items()):
@@ -139,6 +147,8 @@ class UndoLog:
                     dropped["restored_bytes"] += len(data)
                 os.ftruncate(fd, e.synced_size)
                 dropped["truncated_bytes"] += max(0, size - e.synced_size)
+            except OSError as exc:  # the other files are still put back
+                dropped.setdefault("errors", {})[path] = str(exc)
             finally:
                 os.close(fd)
             dropped["files"] += 1
@@ -179,8 +189,8 @@ class LazyFS(Operations):  # type: ignore[misc,valid-type]
     def power_off(self) -> dict:
         with self._mutex:
             if not self.off:
+                self.off = True  # first: whatever forget meets, nothing changes afterwards
                 self.dropped = self.log.forget(self._full)
-                self.off = True
             return {"power": "off", "dropped": self.dropped}
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -226,7 +236,10 @@ class LazyFS(Operations):  # type: ignore[misc,valid-type]
         with self._mutex:
             if flags & os.O_TRUNC:
                 self.truncate(path, 0)
-            fd = os.open(self._full(path), flags & ~(os.O_TRUNC | os.O_APPEND | os.O_CREAT))
+            flags &= ~(os.O_TRUNC | os.O_APPEND | os.O_CREAT)
+            if flags & os.O_ACCMODE == os.O_WRONLY:  # pre-images are read through this fd
+                flags = (flags & ~os.O_ACCMODE) | os.O_RDWR
+            fd = os.open(self._full(path), flags)
             if flags & os.O_APPEND:
                 self.appending.add(fd)
             return fd
@@ -276,12 +289,15 @@ class LazyFS(Operations):  # type: ignore[misc,valid-type]
                     os.close(fd)
 
     def fsync(self, path, datasync, fh):
+        # Durable from the instant it is asked for (later writes open a new entry). The backing
+        # file's own fsync runs outside the lock, so writes to other files do not queue
+        # behind the disk; it keeps an fsync's cost close to the real one.
         with self._mutex:
             self._alive()
-            (os.fdatasync if datasync else os.fsync)(fh)
             self.log.synced(path)
             self.counts["fsyncs"] += 1
-            return 0
+        (os.fdatasync if datasync else os.fsync)(fh)
+        return 0
 
     def fsyncdir(self, path, datasync, fh):
         self._alive()
@@ -399,6 +415,12 @@ def start(mountpoint: str, socket_path: str = SOCKET, writeback: float | None = 
     backing = os.path.join(os.path.dirname(mountpoint), ".lazyfs-" + os.path.basename(mountpoint))
     os.makedirs(mountpoint, exist_ok=True)
     os.makedirs(backing, exist_ok=True)
+    # libfuse keeps a file unlinked while open as .fuse_hidden*; a mount that died (power
+    # loss) leaves them behind, and a directory holding one cannot be removed
+    for d, _, names in os.walk(backing):
+        for name in names:
+            if name.startswith(".fuse_hidden"):
+                os.unlink(os.path.join(d, name))
     st = os.stat(mountpoint)
     os.chown(backing, st.st_uid, st.st_gid)
     log = open(f"/tmp/lazyfs-{os.path.basename(mountpoint)}.log", "ab")

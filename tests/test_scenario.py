@@ -179,3 +179,13 @@ def test_power_loss_brings_its_file_system_and_refuses_a_plain_one():
         parse({**base, "cluster": {"fs": "plain"}})
     with pytest.raises(ScenarioError, match="fs_writeback_s"):
         parse({**base, "cluster": {"fs_writeback_s": -1}})
+
+
+def test_a_node_that_never_came_back_is_a_finding_even_when_the_counts_are_undecided():
+    """R14b: self_healed=false is the run's own evidence; the drain (and so lost) is not."""
+    sc = parse({"name": "r", "broker": "rabbitmq", "expect": {"self_healed": True, "lost": 0}})
+    result = _fake_result() | {"lost": 0, "undecided": ["the drain did not finish: messages may still be queued"]}
+    v = expect.verdict(sc, result, {"drain": {"complete": False}, "measurements": {"self_healed": False}})
+    assert v["held"] is False and "self_healed=False" in v["reason"] and "drain did not finish" in v["reason"]
+    v = expect.verdict(sc, result, {"drain": {"complete": False}, "measurements": {"self_healed": True}})
+    assert v["held"] is None  # nothing of its own decided: undecided as before

@@ -240,7 +240,9 @@ class ComposeCluster(Cluster):
             path.unlink(missing_ok=True)
             return
         env = {"MQCHAOS_LAZYFS_WRITEBACK": str(settings.fs_writeback_s or "")}
+        # (Docker's default AppArmor profile forbids mount even with CAP_SYS_ADMIN)
         services = {n: {"devices": ["/dev/fuse:/dev/fuse"], "cap_add": ["NET_ADMIN", "SYS_ADMIN"],
+                        "security_opt": ["apparmor:unconfined"],
                         "environment": {"MQCHAOS_LAZYFS": self.fs_dir(n), **env},
                         "volumes": [f"{LAZYFS_SCRIPT}:/mqchaos/lazyfs.py:ro"]}
                     for n in self.nodes() if self.fs_dir(n)}
@@ -263,14 +265,18 @@ class ComposeCluster(Cluster):
         if bare:
             raise ClusterError(f"power loss needs the cluster up with `fs: lazy`; {', '.join(bare)} "
                                "has no power-loss file system")
+        down = [n for n in nodes if not self.running(n)]
+        if down:  # a paused node's file system cannot answer; a stopped one has no power to lose
+            raise ClusterError(f"power loss of {', '.join(down)}, which is not running")
 
         def off(node: str) -> dict[str, Any]:
-            _, out = self.exec(node, ["python3", "/mqchaos/lazyfs.py", "ctl", "power-off"], timeout=60)
-            return json.loads(out)["dropped"]
+            try:
+                _, out = self.exec(node, ["python3", "/mqchaos/lazyfs.py", "ctl", "power-off"], timeout=60)
+                return json.loads(out)["dropped"]
+            finally:  # dies right after its own cut, whatever the answer
+                self.kill(node)
         with ThreadPoolExecutor(len(nodes)) as pool:  # as close to one instant as docker exec allows
-            dropped = dict(zip(nodes, pool.map(off, nodes)))
-            list(pool.map(self.kill, nodes))
-        return dropped
+            return dict(zip(nodes, pool.map(off, nodes)))
 
     def network_name(self) -> str:
         return f"{self.project}_{self.network_key}"
