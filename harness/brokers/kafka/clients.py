@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from harness.clients import payload
 from harness.clients.base import RateLimiter, Worker
 from harness.history import JsonlWriter, RunClock, consume_record, invoke_record, produce_record
+from harness.util import wait_until
 
 DEFINITE = {KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.MSG_SIZE_TOO_LARGE,
             KafkaError.INVALID_REQUIRED_ACKS, KafkaError.TOPIC_AUTHORIZATION_FAILED,
@@ -108,9 +109,13 @@ class KafkaReader(Worker):
             meta = c.list_topics(self.topic, timeout=10).topics[self.topic]
             parts = sorted(meta.partitions)
             c.assign([TopicPartition(self.topic, p, 0) for p in parts])
-            ends = {p: c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1] for p in parts}
-            pos = {p: 0 for p in parts}
             deadline = self.clock.now() + self.timeout_s
+            # Right after a heal a partition may still be without a leader (NOT_LEADER): asked
+            # again, within the drain's own time, rather than giving the drain up.
+            ends = wait_until(lambda: {p: c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+                                       for p in parts},
+                              max(1.0, deadline - self.clock.now()), f"the end offsets of {self.topic}", 1.0)
+            pos = {p: 0 for p in parts}
             while not self.stop_all.is_set() and self.clock.now() < deadline:
                 if all(pos[p] >= ends[p] for p in parts) and self.clock.now() - self.last_delivery > self.idle_s:
                     self.complete = True
