@@ -97,6 +97,10 @@ def checkable(expected: Any) -> bool:
     return isinstance(expected, (bool, int, float, list, dict)) or bool(COMPARISON.match(str(expected)))
 
 
+def _failed(checks: list[dict]) -> str:
+    return ", ".join(f"{c['key']}={c['actual']} (predicted {c['expected']})" for c in checks if c["held"] is False)
+
+
 def verdict(sc, result: dict, info: dict) -> dict:
     """{"held": True/False/None, "reason": ..., "checks": [...]} for one checked run."""
     m = measured(result, info)
@@ -108,8 +112,7 @@ def verdict(sc, result: dict, info: dict) -> dict:
     if not checks:
         reason = "the scenario states no prediction"
     elif held is False:
-        reason = "prediction did not hold: " + ", ".join(
-            f"{c['key']}={c['actual']} (predicted {c['expected']})" for c in checks if c["held"] is False)
+        reason = "prediction did not hold: " + _failed(checks)
     elif held is None:
         reason = "could not decide: " + ", ".join(c["key"] for c in checks if c["held"] is None)
     else:
@@ -118,9 +121,8 @@ def verdict(sc, result: dict, info: dict) -> dict:
         held, reason = None, "could not decide: the drain did not finish, 'lost' may still be queued"
     own = [c for c in checks if c["key"] in OWN_EVIDENCE and c["held"] is False]
     if checks and result.get("undecided") and own:
-        held, reason = False, ("prediction did not hold: " + ", ".join(
-            f"{c['key']}={c['actual']} (predicted {c['expected']})" for c in own)
-            + "; the rest could not be decided: " + "; ".join(result["undecided"]))
+        held, reason = False, ("prediction did not hold: " + _failed(own)
+                               + "; the rest could not be decided: " + "; ".join(result["undecided"]))
     elif checks and result.get("undecided"):  # the run itself decides nothing (harness.verdicts)
         held, reason = None, "could not decide: " + "; ".join(result["undecided"])
     elif checks and "valid" in result and result["valid"] is None:  # a broken or empty history

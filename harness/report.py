@@ -21,6 +21,7 @@ def recovery_text(info: dict) -> str:
     return (f"the cluster did not recover by itself ({rec.get('reason')}); the run restarted "
             f"{rec.get('restarted')} as an operator would")
 
+
 def faults(run_dir: Path) -> list[dict]:
     return store.read_jsonl(Path(run_dir) / store.NEMESIS_LOG)
 
@@ -116,7 +117,7 @@ def fault_rows(run_dir: Path) -> list[dict]:
             effect, cls = f"{sum(ev['dropped_packets'].values())} packets dropped", "good"
         elif "unsynced_bytes_dropped" in ev:  # a power loss
             lost = ev["unsynced_bytes_dropped"]
-            effect = (f"power cut; unsynced bytes dropped: "
+            effect = ("power cut; unsynced bytes dropped: "
                       + ", ".join(f"{n} {b:,}" for n, b in lost.items() if b is not None))
             cls = "good"
         elif f.get("fault") == "recover":

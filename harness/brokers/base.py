@@ -55,9 +55,9 @@ STATE_DIR = Path(os.environ.get("MQCHAOS_STATE_DIR", ROOT / "build" / "clusters"
 KILL, STOP, START, PAUSE, WIPE, RESTART_APP = "kill", "stop", "start", "pause", "wipe", "restart_app"
 POWER_LOSS = "power_loss"  # the nodes' data directories can forget what was never fsynced
 CONTAINER_CAPABILITIES = frozenset({KILL, STOP, START, PAUSE, WIPE, POWER_LOSS})
-# The power-loss file system (a script run inside the containers, bind-mounted) and its socket.
+# The power-loss file system: a script run inside the containers, bind-mounted there.
 LAZYFS_SCRIPT = ROOT / "nemesis" / "lazyfs.py"
-LAZYFS_SOCKET = "/run/mqchaos-lazyfs.sock"
+LAZYFS_IN_NODE = "/mqchaos/lazyfs.py"
 
 
 class ClusterError(RuntimeError):
@@ -244,7 +244,7 @@ class ComposeCluster(Cluster):
         services = {n: {"devices": ["/dev/fuse:/dev/fuse"], "cap_add": ["NET_ADMIN", "SYS_ADMIN"],
                         "security_opt": ["apparmor:unconfined"],
                         "environment": {"MQCHAOS_LAZYFS": self.fs_dir(n), **env},
-                        "volumes": [f"{LAZYFS_SCRIPT}:/mqchaos/lazyfs.py:ro"]}
+                        "volumes": [f"{LAZYFS_SCRIPT}:{LAZYFS_IN_NODE}:ro"]}
                     for n in self.nodes() if self.fs_dir(n)}
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"version": "2.4", "services": services}, indent=1))  # YAML too
@@ -253,10 +253,6 @@ class ComposeCluster(Cluster):
         info = self._inspect(node) or {}
         return any(e.startswith("MQCHAOS_LAZYFS=") and e != "MQCHAOS_LAZYFS="
                    for e in (info.get("Config") or {}).get("Env") or [])
-
-    def fs_status(self, node: str) -> dict[str, Any]:
-        _, out = self.exec(node, ["python3", "/mqchaos/lazyfs.py", "ctl", "status"], timeout=30)
-        return json.loads(out)
 
     def power_off(self, nodes: list[str]) -> dict[str, Any]:
         """Every node of ``nodes`` forgets its unsynced writes at once (the file systems refuse
@@ -271,7 +267,7 @@ class ComposeCluster(Cluster):
 
         def off(node: str) -> dict[str, Any]:
             try:
-                _, out = self.exec(node, ["python3", "/mqchaos/lazyfs.py", "ctl", "power-off"], timeout=60)
+                _, out = self.exec(node, ["python3", LAZYFS_IN_NODE, "ctl", "power-off"], timeout=60)
                 return json.loads(out)["dropped"]
             finally:  # dies right after its own cut, whatever the answer
                 self.kill(node)
