@@ -71,9 +71,14 @@ clean:
 # table says which. Any 1 fails the target, else any 2.
 PARTITION_SCENARIOS := scenarios/R9-pause-minority.yaml scenarios/Q1-quorum-leader-faults.yaml \
 	scenarios/K7-leader-cut-from-zk-acks1.yaml scenarios/K8b-leader-isolated-minisr2.yaml
-.PHONY: test-partition heal
+.PHONY: test-partition heal bench-main
 test-partition: images
 	$(MQCHAOS) suite $(PARTITION_SCENARIOS)
+
+# The main job's wall time split by phase, per scenario (bench/main_bench.py), and one run's
+# check of a 100k-message history in a warm batch session: bench/results/main-<ts>.json.
+bench-main: images
+	$(PY) -m bench.main_bench $(PARTITION_SCENARIOS) $(BENCH_ARGS)
 
 heal: venv
 	$(MQCHAOS) heal all

@@ -42,10 +42,9 @@ def build_cds(archive: Path | None = None, timeout: float = 900) -> Path:
     return archive
 
 
-def _exercise() -> None:
-    """What a check does, on a tiny history: the classes the archive should hold."""
-    A.LARGE_INPUT = 0  # the large-input paths' classes too
-
+def warm_up(spark, copy: bool = True) -> None:
+    """What a check does, on a tiny history (2,000 messages; JSONL, then, with ``copy``, its
+    Parquet copy): the classes the archive should hold, the code a warm session compiled."""
     with tempfile.TemporaryDirectory() as d:
         hist = Path(d, "run", "history")
         hist.mkdir(parents=True)
@@ -64,12 +63,19 @@ def _exercise() -> None:
         (hist / "produce-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in produce) + "{bad\n")
         (hist / "consume-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in consume))
         Path(d, "run", "run.json").write_text(json.dumps({"ordering": "monotonic"}))
-        spark = session(None, "mqchaos-cds")
         runs, _ = open_runs([str(Path(d, "run"))], prefer_parquet=False)
         check_runs(spark, runs)
+        if not copy:
+            return
         convert(spark, str(Path(d, "run")))
         runs, _ = open_runs([str(Path(d, "run"))])
         check_runs(spark, runs, ordering="strict", threshold=0.0)
+
+
+def _exercise() -> None:
+    A.LARGE_INPUT = 0  # the large-input paths' classes too
+    spark = session(None, "mqchaos-cds")
+    warm_up(spark)
     # The JVM writes the archive as it exits: end it (EOF on its stdin) and wait.
     proc = SparkContext._gateway.proc
     spark.stop()

@@ -4,11 +4,16 @@ against its prediction, in one table.
     mqchaos catalogue [--only R2,K7] [--repeat N]     every scenario file (or some rows)
     mqchaos suite FILE...                             the given files (make test-partition)
 
-Each scenario runs on a fresh cluster; the histories of all runs are then checked in ONE
-Spark job (start-up paid once), and each run gets its verdict and report. A run whose
+Each scenario runs on a fresh cluster. What does not disturb a run's faults is overlapped
+(``Pipeline``): runs are ordered so that consecutive runs use different brokers wherever
+possible (one compose project per broker), and the next run's cluster comes up once the
+current run's load is over, while it drains and goes down; one Spark session, started with
+the batch, checks each run as soon as its history is closed (harness.checking); no run
+starts its workload while a check or another cluster's start-up still runs. A run whose
 harness failed (cluster never healthy, client crashed) is retried and marked so: it is
 never counted as a broker finding. Output: results/<kind>/<timestamp>/summary.{md,json,txt}
-and junit.xml (``harness.rows``). The exit code merges the runs' by ``harness.verdicts``.
+and junit.xml (``harness.rows``), rows in the order given. The exit code merges the runs'
+by ``harness.verdicts``.
 """
 from __future__ import annotations
 
@@ -18,13 +23,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checkers.check import check_runs
-from checkers.history import convert, open_runs
-from checkers.spark import session
 from harness import rows as R
 from harness import store
+from harness.checking import Checker
 from harness.expect import verdict
-from harness.runner import Interrupted, Run, log
+from harness.runner import Hooks, Interrupted, Run, log
 from harness.scenario import Scenario, ScenarioError, load, parse_recorded
 from harness.verdicts import EXIT_UNKNOWN, merge_codes
 
@@ -40,6 +43,8 @@ class Entry:
     seconds: float = 0.0
     attempts: list[dict] = field(default_factory=list)  # harness errors of earlier attempts
     code: int = EXIT_UNKNOWN
+    position: int = 0           # in the order given (the table's), not the order run
+    check_error: str | None = None
 
     @property
     def status(self) -> str:
@@ -71,41 +76,92 @@ def order_key(sc: Scenario) -> tuple:
     return head, int(digits or 0), sc.name
 
 
+def interleave(jobs: list, kind=lambda job: job[0].broker) -> list:
+    """``jobs`` reordered so that consecutive jobs are of different kinds wherever possible
+    (each kind's own order kept; the kind with most left goes next): then each next cluster
+    can come up while the previous run ends."""
+    queues: dict = {}
+    for pos, job in enumerate(jobs):
+        queues.setdefault(kind(job), []).append((pos, job))
+    out, prev = [], None
+    while any(queues.values()):
+        left = [k for k, q in queues.items() if q]
+        choice = [k for k in left if k != prev] or left
+        prev = max(choice, key=lambda k: (len(queues[k]), -queues[k][0][0]))
+        out.append(queues[prev].pop(0)[1])
+    return out
+
+
+class Pipeline:
+    """Overlaps a batch's runs without disturbing any run's faults (see the module's doc)."""
+
+    def __init__(self, results: Path | None, keep_cluster: bool, checker: Checker) -> None:
+        self.results, self.keep_cluster, self.checker = results, keep_cluster, checker
+        self.next: tuple[Scenario, int] | None = None      # the job after the running one
+        self.prepared: tuple[tuple, Run] | None = None     # its run, cluster coming up
+
+    def hooks(self, entry: Entry) -> Hooks:
+        def load_over() -> None:
+            self.checker.release()  # pictures and copies may run until the next workload
+            nxt = self.next
+            # one compose project per broker: the same broker's next cluster waits for this one
+            if nxt is None or self.keep_cluster or nxt[0].broker == entry.scenario.broker:
+                return
+            run = Run(nxt[0], results=self.results, check=False, keep_cluster=self.keep_cluster)
+            run.info["catalogue"] = {"repeat": nxt[1], "attempt": 0}
+            log(f"{nxt[0].name}: bringing its cluster up while {entry.scenario.name} ends")
+            run.prepare()
+            self.prepared = ((nxt[0].name, nxt[1]), run)
+
+        def history_closed(run: Run) -> None:
+            def done(code: int, error: str | None) -> None:
+                entry.code, entry.check_error = code, error
+            self.checker.submit(run, done)
+
+        def before_load() -> None:
+            self.checker.hold()
+
+        return Hooks(load_over=load_over, history_closed=history_closed, before_load=before_load)
+
+    def take(self, sc: Scenario, repeat: int) -> Run | None:
+        """The run prepared for this job, if any (its cluster up or coming up)."""
+        if self.prepared and self.prepared[0] == (sc.name, repeat):
+            run, self.prepared = self.prepared[1], None
+            return run
+        self.abandon()
+        return None
+
+    def abandon(self) -> None:
+        """A prepared run that will not run (the batch ends, or the current run is retried):
+        its cluster goes down and its directory says it never ran."""
+        if not self.prepared:
+            return
+        _, run = self.prepared
+        self.prepared = None
+        run.abandon()
+
+
 def run_one(sc: Scenario, repeat: int, results: Path | None, retries: int = 1,
-            keep_cluster: bool = False) -> Entry:
+            keep_cluster: bool = False, pipeline: Pipeline | None = None) -> Entry:
     e = Entry(sc, repeat)
     for attempt in range(retries + 1):
         t0 = time.monotonic()
-        run = Run(sc, results=results, check=False, keep_cluster=keep_cluster)
-        run.info["catalogue"] = {"repeat": repeat, "attempt": attempt}
+        run = pipeline.take(sc, repeat) if pipeline and attempt == 0 else None
+        if run is None:
+            run = Run(sc, results=results, check=False, keep_cluster=keep_cluster)
+            run.info["catalogue"] = {"repeat": repeat, "attempt": attempt}
+        if pipeline:
+            run.hooks = pipeline.hooks(e)
         run.execute()
         e.run, e.seconds = run, round(time.monotonic() - t0, 1)
         if run.info["status"] != "harness-error":
             break
+        if pipeline:
+            pipeline.abandon()  # the retry runs alone
         e.attempts.append({"run": str(run.dir), "error": run.info.get("error")})
         log(f"{sc.name}: harness error ({run.info.get('error')}); "
             + ("retrying once" if attempt < retries else "giving up"))
     return e
-
-
-def check_all(entries: list[Entry], master: str | None = None) -> None:
-    """One Spark job over every completed run; then each run's verdict and report."""
-    done = [e for e in entries if e.status == "completed"]
-    if not done:
-        return
-    spark = session(master, "mqchaos-catalogue")
-    for e in done:
-        convert(spark, str(e.run.dir))
-    runs, errors = open_runs([str(e.run.dir) for e in done])
-    for path, err in errors:
-        log(f"check: {path}: {err}")
-    results = check_runs(spark, runs)  # each run under its own ordering rule (run.json)
-    for e in done:
-        res = results.get(str(e.run.dir))
-        if res is None:
-            e.code = EXIT_UNKNOWN
-            continue
-        e.code = e.run.finish(res)
 
 
 def row(e: Entry) -> dict:
@@ -117,7 +173,7 @@ def row(e: Entry) -> dict:
         base.update(s)
     else:
         base.update(prediction=None, valid=e.status, reason=(e.run.info.get("error") if e.run else None)
-                    or f"run {e.status}", report=str(e.run.dir) if e.run else None)
+                    or e.check_error or f"run {e.status}", report=str(e.run.dir) if e.run else None)
     base["harness_error"] = e.status != "completed"
     return base
 
@@ -138,7 +194,7 @@ def rows_from_runs(run_dirs: list[Path]) -> list[dict]:
     by_key: dict[tuple, list] = {}
     for d in sorted(run_dirs, key=lambda d: Path(d).name):
         info = store.read_run(d)
-        if info is None:
+        if info is None or info.get("status") == "abandoned":  # prepared, never ran
             continue
         rep = (info.get("catalogue") or {}).get("repeat", 0)
         by_key.setdefault((info["scenario"], rep), []).append((Path(d), info))
@@ -192,32 +248,41 @@ def run_batch(only: list[str] | None = None, repeat: int = 1, files: list[Path] 
               master: str | None = None, keep_cluster: bool = False, sort: bool = True,
               table: str = "summary.md", echo=print) -> int:
     """Run the scenarios (``files``, default every file in scenarios/; ``only`` picks rows;
-    in catalogue order unless not ``sort``), check them in one Spark job, write the batch's
-    summary and echo its ``table``; return the merged exit code."""
+    in catalogue order unless not ``sort``), overlapped by a ``Pipeline`` and checked in one
+    Spark session, write the batch's summary and echo its ``table``; return the merged exit
+    code."""
     scenarios, invalid = select(files or sorted(SCENARIO_DIR.glob("*.yaml")), only, sort)
     for path, err in invalid:
         log(err)
     out = store.new_batch_dir(kind, results)
     t0 = time.monotonic()
+    jobs = [(sc, rep, pos) for pos, (rep, sc) in enumerate((rep, sc) for rep in range(repeat) for sc in scenarios)]
+    jobs = interleave(jobs)
     entries: list[Entry] = []
+    checker = Checker(master) if scenarios else None  # its JVM starts with the first cluster
+    pipeline = Pipeline(results, keep_cluster, checker) if checker else None
     # SIGTERM (a CI time limit) ends the batch like Ctrl-C: what ran is still summarised.
     prev = signal.signal(signal.SIGTERM, _interrupted)
     interrupted = False
     try:
-        for rep in range(repeat):
-            for sc in scenarios:
-                log(f"{kind}: {sc.name} (repeat {rep + 1}/{repeat}, {len(entries) + 1}/{len(scenarios) * repeat})")
-                entries.append(run_one(sc, rep, results, retries, keep_cluster))
-                if entries[-1].status == "interrupted":  # the run healed and kept its history
-                    raise Interrupted()
+        for k, (sc, rep, pos) in enumerate(jobs):
+            log(f"{kind}: {sc.name} (repeat {rep + 1}/{repeat}, {k + 1}/{len(jobs)})")
+            pipeline.next = jobs[k + 1][:2] if k + 1 < len(jobs) else None
+            entries.append(run_one(sc, rep, results, retries, keep_cluster, pipeline))
+            entries[-1].position = pos
+            if entries[-1].status == "interrupted":  # the run healed and kept its history
+                raise Interrupted()
     except (KeyboardInterrupt, Interrupted):
         interrupted = True
         log(f"{kind} interrupted: checking and summarising the runs so far")
-    try:  # Ctrl-C again during the check still leaves a summary (without verdicts)
-        check_all(entries, master)
+    try:  # Ctrl-C again during the checks still leaves a summary (without their verdicts)
+        if pipeline:
+            pipeline.abandon()
+            checker.close()
     except (KeyboardInterrupt, Interrupted):
         interrupted = True
     finally:
+        entries.sort(key=lambda e: e.position)
         rows = [row(e) for e in entries]
         write_outputs(rows, invalid, out, f"mqchaos {kind}, {out.name} ({time.monotonic() - t0:.0f} s)"
                       + (", interrupted" if interrupted else ""))

@@ -26,10 +26,11 @@ def faults(run_dir: Path) -> list[dict]:
     return store.read_jsonl(Path(run_dir) / store.NEMESIS_LOG)
 
 
-def write(run_dir: Path, sc, result: dict, info: dict) -> None:
-    """report.md and report.html; ``sc`` is None for a run without a recorded scenario."""
+def write(run_dir: Path, sc, result: dict, info: dict, pictures: bool = True) -> None:
+    """report.md and report.html; ``sc`` is None for a run without a recorded scenario.
+    Without ``pictures`` (a batch draws them later, between runs) the pages have none."""
     run_dir = Path(run_dir)
-    pictures = plots.draw_all(run_dir, result, info)
+    pictures = plots.draw_all(run_dir, result, info) if pictures else []
     (run_dir / store.REPORT_MD).write_text("\n".join(markdown(run_dir, sc, result, info, pictures)) + "\n",
                                            encoding="utf-8")
     (run_dir / store.REPORT_HTML).write_text(html_page(run_dir, sc, result, info, pictures), encoding="utf-8")
@@ -180,11 +181,11 @@ def unavailability(result: dict, meas: dict) -> list[tuple[str, str, object]]:
     return rows
 
 
-def judge_and_write(run_dir: Path, sc, result: dict, info: dict) -> dict:
+def judge_and_write(run_dir: Path, sc, result: dict, info: dict, pictures: bool = True) -> dict:
     """The prediction judged, check.json and the report written; returns the verdict."""
     result["prediction"] = expect.verdict(sc, result, info)
     store.write_check(run_dir, result)
-    write(Path(run_dir), sc, result, info)
+    write(Path(run_dir), sc, result, info, pictures)
     return result["prediction"]
 
 

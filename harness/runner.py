@@ -13,6 +13,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -63,16 +65,35 @@ class Progress(threading.Thread):
             print(file=sys.stderr)
 
 
+def _nothing(*_args) -> None:
+    return None
+
+
+@dataclass
+class Hooks:
+    """What a batch (harness.batch) overlaps with a run; none of it runs while the run's
+    workload does: ``load_over`` once the producers stopped (the next run's cluster may come
+    up), ``history_closed`` once the workers are joined and the run measured (it may be
+    checked while its cluster goes down), ``before_load`` before setup (wait for whatever
+    the batch still runs: a check)."""
+    load_over: Callable[[], None] = _nothing
+    history_closed: Callable[["Run"], None] = _nothing
+    before_load: Callable[[], None] = _nothing
+
+
 class Run:
     """One run of one scenario. `execute()` returns the exit code."""
 
     def __init__(self, sc: Scenario, *, keep_cluster: bool = False, results: Path | None = None,
-                 check: bool = True):
+                 check: bool = True, hooks: Hooks | None = None):
         self.sc, self.keep_cluster, self.do_check = sc, keep_cluster, check
+        self.hooks = hooks or Hooks()
         self.broker = brokers.get(sc.broker)
         self.dir = store.new_run_dir(sc.name, results)
         self.clock = RunClock(time.monotonic())  # a new origin per run, even in a suite
-        self.clock.export()
+        self.executed = threading.Event()  # execute() returned: run.json is the run loop's no more
+        self._prepared: threading.Thread | None = None
+        self._prepare_error: Exception | None = None
         self.stop_all = threading.Event()
         self.producers: list[Worker] = []
         self.consumers: list[Worker] = []
@@ -85,27 +106,71 @@ class Run:
                            "ordering": sc.ordering, "params": sc.model_dump(mode="json"),
                            "history_version": HISTORY_VERSION,
                            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                           # the clock's origin on the wall clock: a batch's runs on one time axis
+                           "t0_unix": round(time.time() - self.clock.now(), 3),
                            "status": "running", "phases": {}}
-        self._write_info()
+        self.save_info()
 
     # -- bookkeeping ----------------------------------------------------------------
-    def _write_info(self) -> None:
+    def save_info(self) -> None:
         store.write_run(self.dir, self.info)
 
     def phase(self, name: str) -> None:
         self.info["phases"][name] = self.clock.now()
-        self._write_info()
-        log(f"{name} (t={self.clock.now():.1f}s)")
+        self.save_info()
+        # a batch brings a cluster up in a thread while another run ends: say whose
+        who = "" if threading.current_thread() is threading.main_thread() else f"{self.sc.name}: "
+        log(f"{who}{name} (t={self.clock.now():.1f}s)")
 
     def writer(self, kind: str, who: str) -> JsonlWriter:
         return JsonlWriter(self.dir / store.HISTORY / f"{kind}-{who}.jsonl")
 
     # -- the loop -----------------------------------------------------------------------
+    def prepare(self) -> threading.Thread:
+        """Bring the cluster up in a thread (a batch does while the previous run ends);
+        ``execute`` waits for it and raises its error inside its own clean-up."""
+        def up() -> None:
+            try:
+                self._up()
+            except Exception as e:  # noqa: BLE001 - execute raises it, then heals and tears down
+                self._prepare_error = e
+        self._prepared = threading.Thread(target=up, name=f"up-{self.sc.name}", daemon=True)
+        self._prepared.start()
+        return self._prepared
+
+    def abandon(self) -> None:
+        """A prepared run that will not run (its batch ended first): its cluster goes down
+        and its directory says it never ran."""
+        if self._prepared is not None:
+            self._prepared.join()
+        self.info["status"] = "abandoned"
+        try:
+            if self.nemesis is not None:
+                self.nemesis.close()
+            if self.cluster is not None and not self.keep_cluster:
+                self.cluster.down()
+        finally:
+            self.save_info()
+            self.executed.set()
+
     def execute(self) -> int:
+        try:
+            return self._execute()
+        finally:
+            self.executed.set()
+
+    def _execute(self) -> int:
         prev = signal.signal(signal.SIGTERM, _raise_interrupted)
+        self.clock.export()
         code = EXIT_UNKNOWN
         try:
-            self._up()
+            if self._prepared is None:
+                self._up()
+            else:
+                self._prepared.join()
+                if self._prepare_error is not None:
+                    raise self._prepare_error
+            self.hooks.before_load()
             self._setup()
             self._load_under_faults()
             self._drain()
@@ -118,18 +183,21 @@ class Run:
             self.info["error"] = f"{type(e).__name__}: {e}"
             log(f"harness error: {self.info['error']}")
         finally:
-            self._shutdown()
-            signal.signal(signal.SIGTERM, prev)
+            try:
+                self._shutdown()
+            finally:
+                signal.signal(signal.SIGTERM, prev)
         if self.info["status"] == "completed" and self.do_check:
             code = self._check_and_report()
         self.info["exit_code"] = code
-        self._write_info()
+        self.phase("end")
         return code
 
     def _up(self) -> None:
         self.phase("cluster-up")
         self.cluster = self.broker.cluster()
         self.cluster.up(self.sc.cluster)
+        self.phase("cluster-ready")
         try:
             self.info["brokers"] = self.cluster.versions()
         except Exception as e:  # noqa: BLE001 - versions are informative only
@@ -204,11 +272,13 @@ class Run:
             w.stop()
         for w in self.producers:
             w.join(self.sc.workload.outcome_timeout() + 40)
+        self.hooks.load_over()
         self.phase("drain")
         self.info["drain"] = self.broker.drain(self)
-        self._write_info()
+        self.save_info()
 
     def _shutdown(self) -> None:
+        self.phase("teardown")
         self.stop_all.set()
         for timer in self.timers:
             timer.cancel()
@@ -234,10 +304,13 @@ class Run:
             except Exception as e:  # noqa: BLE001
                 log(f"could not collect broker logs: {e}")
             self._measure()
-            if not self.keep_cluster:
-                self.phase("cluster-down")
-                self.cluster.down()
-        self._write_info()
+        self.save_info()
+        if self.info["status"] == "completed":
+            self.hooks.history_closed(self)
+        if self.cluster is not None and not self.keep_cluster:
+            self.phase("cluster-down")
+            self.cluster.down()
+        self.save_info()
 
     def _measure(self) -> None:
         try:
@@ -252,21 +325,41 @@ class Run:
     def _check_and_report(self) -> int:
         self.phase("check")
         spark = session(None, "mqchaos-run")
-        convert(spark, str(self.dir))
+        result = self.check(spark)
+        code = EXIT_UNKNOWN if result is None else self.finish(result)
+        self.keep_copy(spark)
+        return code
+
+    def check(self, spark) -> dict | None:
+        """The checker's result for this run's closed history, in ``spark``, read from the
+        JSONL files (None: the history could not be opened)."""
         runs, errors = open_runs([str(self.dir)])
         if errors:
             log(f"check: {errors}")
-            return EXIT_UNKNOWN
-        return self.finish(check_runs(spark, runs, ordering=self.sc.ordering)[str(self.dir)])
+            return None
+        return check_runs(spark, runs, ordering=self.sc.ordering)[str(self.dir)]
 
-    def finish(self, result: dict) -> int:
-        """Judge the checked run against its prediction, write check.json and the report."""
+    def draw(self, result: dict) -> None:
+        """The report again, with its pictures (after ``finish(result, pictures=False)``)."""
+        report.write(self.dir, self.sc, result, self.info)
+
+    def keep_copy(self, spark) -> None:
+        """The history's Parquet copy (docs/history.md) for later Spark jobs over results/:
+        written after the verdict, off its path; a run without one is read from JSONL."""
+        try:
+            convert(spark, str(self.dir))
+        except Exception as e:  # noqa: BLE001 - the copy is a cache, the JSONL the record
+            log(f"no Parquet copy of {self.dir}: {type(e).__name__}: {e}")
+
+    def finish(self, result: dict, pictures: bool = True) -> int:
+        """Judge the checked run against its prediction, write check.json and the report
+        (without its pictures: ``draw`` adds them)."""
         result["checked_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        report.judge_and_write(self.dir, self.sc, result, self.info)
+        report.judge_and_write(self.dir, self.sc, result, self.info, pictures)
         self.info["summary"] = rows.run_row(self.sc, result, self.info, self.dir)
         code = run_exit_code(result)
         self.info["exit_code"] = code
-        self._write_info()
+        self.save_info()
         return code
 
 

@@ -330,7 +330,7 @@ class Nemesis:
         def check() -> bool:
             gone = self.cluster.exited()  # every fault is lifted: nothing holds a node down
             if gone:
-                raise NodeExitedError("; ".join(f"{n} exited by itself ({why})" for n, why in gone.items()))
+                raise NodeExitedError("; ".join(f"{n} failed by itself ({why})" for n, why in gone.items()))
             try:
                 ok = bool(cond())
             except Exception:  # noqa: BLE001 - an unanswered check means "not whole yet"

@@ -503,7 +503,7 @@ def test_a_node_that_dies_by_itself_ends_the_heal_at_once(tmp_path):
     c.start = lambda n: c.state.__setitem__(n, "dead")  # every start fails to boot
     nem.apply("kill", "rabbit3")
     t0 = time.monotonic()
-    with pytest.raises(NodeExitedError, match="rabbit3 exited by itself .*BOOT FAILED"):
+    with pytest.raises(NodeExitedError, match="rabbit3 failed by itself .*BOOT FAILED"):
         nem.heal(wait=True)
     assert time.monotonic() - t0 < 10
     nem.close()

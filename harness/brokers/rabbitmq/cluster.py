@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import datetime, timezone
 import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
@@ -57,6 +58,11 @@ class RabbitConfig(Settings):
             "log.file = false",
             "cluster_formation.peer_discovery_backend = rabbit_peer_discovery_classic_config",
             *(f"cluster_formation.classic_config.nodes.{i} = rabbit@{n}" for i, n in enumerate(NODES, 1)),
+            # A blank node starts here only when a peer already runs (rabbit1 alone first, a
+            # wiped node into a running cluster), or never finds one: rabbit1 looking for its
+            # not-yet-started peers 10 x 0.5 s (the default) was 5 s of every cluster's start.
+            "cluster_formation.discovery_retry_limit = 2",
+            "cluster_formation.discovery_retry_interval = 500",
             f"cluster_partition_handling = {self.partition_handling}",
             f"net_ticktime = {int(self.net_ticktime)}",
             f"vm_memory_high_watermark.absolute = {self.memory_high_watermark}",
@@ -382,8 +388,66 @@ class RabbitCluster(ComposeCluster):
     def stuck_nodes(self) -> list[str]:
         return [n for n in NODES if not self.running(n) or not self.app_serving(n)]
 
+    def exited(self) -> dict[str, str]:
+        """Exited containers, and running nodes whose broker failed to boot: a node resuming
+        from a pause_minority pause can hit BOOT FAILED and then waits forever with its
+        broker stopped (3.10.8, Q1), which no amount of waiting ends."""
+        out = super().exited()
+        for node in NODES:
+            if node in out or not self.running(node) or self.app_serving(node):
+                continue
+            # since the container's last start: a node restarted since has not failed yet
+            why = boot_failed(self.logs(node, tail=400, since=self.state(node).get("StartedAt")), time.time())
+            if why:
+                out[node] = f"still running, its broker not: {why}"
+        return out
+
     def wait_rejoined(self, node: str, timeout: float) -> None:
         self.wait_node_rejoined(node, timeout=timeout)
+
+
+BOOT_STARTED, BOOT_DONE, BOOT_FAILED = "Starting RabbitMQ", "Server startup complete", "BOOT FAILED"
+# A boot that has logged nothing for this long is hung (3.10.8, R9: a node resuming after a
+# pause_minority pause started booting, logged Erlang's global "Faking nodedown/nodeup"
+# workaround and then nothing for 3 minutes); a boot's steps log every few seconds.
+BOOT_SILENCE_S = 60.0
+
+
+def boot_failed(log: str, now: float | None = None, silence: float = BOOT_SILENCE_S) -> str | None:
+    """Why the node's broker will not come up by itself: its last boot ended in BOOT FAILED,
+    or (given ``now``, a Unix time) it started and has logged nothing for ``silence``
+    seconds; None otherwise. ``log``: its lines, each after docker's timestamp or not."""
+    stamps, lines = [], []
+    for line in log.splitlines():
+        head, _, rest = line.partition(" ")
+        dated = head[:4].isdigit() and head.endswith("Z")
+        stamps.append(_docker_time(head) if dated else None)
+        lines.append(rest if dated else line)
+    last = None
+    for i, line in enumerate(lines):
+        for marker in (BOOT_STARTED, BOOT_DONE, BOOT_FAILED):
+            if marker in line:
+                last = (marker, i)
+    if not last or last[0] == BOOT_DONE:
+        return None
+    if last[0] == BOOT_FAILED:
+        after = [ln.strip() for ln in lines[last[1] + 1:] if ln.strip() and not set(ln.strip()) <= {"="}]
+        return (BOOT_FAILED + ": " + " ".join(after[:12]))[:600]
+    latest = max((t for t in stamps if t is not None), default=None)
+    if now is not None and latest is not None and now - latest >= silence:
+        tail = [ln.strip() for ln in lines[last[1]:] if ln.strip()][-3:]
+        return (f"boot hung: started, then nothing logged for {now - latest:.0f}s; last: "
+                + " | ".join(tail))[:600]
+    return None
+
+
+def _docker_time(stamp: str) -> float | None:
+    """A docker log timestamp (RFC 3339, nanoseconds, UTC) as a Unix time."""
+    try:
+        return datetime.strptime(stamp[:26].rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f").replace(
+            tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
 
 
 def _erl_atoms(text: str) -> list[str]:
@@ -391,4 +455,4 @@ def _erl_atoms(text: str) -> list[str]:
     return re.findall(r"'?(rabbit@[A-Za-z0-9_.-]+)'?", text)
 
 
-__all__ = ["NODES", "RabbitCluster", "RabbitConfig"]
+__all__ = ["NODES", "RabbitCluster", "RabbitConfig", "boot_failed"]

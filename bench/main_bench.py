@@ -1,0 +1,148 @@
+"""The main job's wall time, split by phase (issue 20).
+
+    make bench-main                      runs the main job's scenarios as one batch
+    python -m bench.main_bench --batch results/suites/latest     splits a batch that ran
+    python -m bench.main_bench --check-only                      the 100k-message check only
+
+For each run: cluster up, waiting for the previous run (its end and its check), setup,
+load (warm-up + faults), heal, recovery load, drain, teardown (logs, measurements), cluster
+down; its check (Spark) and judging, which overlap the next run's start; the gap between
+the previous run's workload and its own (what the pipeline did not hide; for the first
+run, from the batch's start). Then the batch: wall time, the workloads' own seconds
+(warm-up to producers stopped, heal included), and the rest. With ``--check-100k`` (default on when
+running), one run's check of a 100,000-message history inside a warm batch session.
+Writes bench/results/main-<timestamp>.json and prints the tables.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness import store
+
+REPO = Path(__file__).resolve().parent.parent
+
+PHASES = [  # (column, from, to) in run.json's phases
+    ("up", "cluster-up", "cluster-ready"), ("wait", "cluster-ready", "setup"), ("setup", "setup", "warmup"),
+    ("load", "warmup", "heal"), ("heal", "heal", "recovery"), ("recovery", "recovery", "stop-producers"),
+    ("stop", "stop-producers", "drain"), ("drain", "drain", "teardown"), ("teardown", "teardown", "cluster-down"),
+    ("down", "cluster-down", "end")]
+WORKLOAD = ("warmup", "stop-producers")  # the run's own load: nothing else runs meanwhile
+
+
+def split(run_dir: Path) -> dict:
+    info = store.read_run(run_dir) or {}
+    ph, t0 = info.get("phases") or {}, info.get("t0_unix")
+    row = {"scenario": info.get("scenario"), "status": info.get("status"), "dir": str(run_dir)}
+    for col, a, b in PHASES:
+        row[col] = round(ph[b] - ph[a], 1) if a in ph and b in ph else None
+    timing = info.get("check_timing") or {}
+    row["check"], row["judge"] = timing.get("check_s"), timing.get("judge_s")
+    if t0 is not None and all(k in ph for k in WORKLOAD):
+        row["workload_unix"] = [t0 + ph[WORKLOAD[0]], t0 + ph[WORKLOAD[1]]]
+        row["span_unix"] = [t0 + min(ph.values()), t0 + max(ph.values()) + (row["judge"] or 0)]
+    return row
+
+
+def batch_split(batch_dir: Path, wall: float | None = None) -> dict:
+    rows_ = json.loads((batch_dir / "summary.json").read_text())
+    runs = [split(Path(r["report"]).parent) for r in rows_ if r.get("report")]
+    if wall is None:  # the batch's own figure, in its title
+        m = re.search(r"\((\d+) s", (batch_dir / "summary.md").read_text())
+        wall = float(m.group(1)) if m else None
+    workload = sum(r["workload_unix"][1] - r["workload_unix"][0] for r in runs if "workload_unix" in r)
+    # between one workload's end and the next one's start: what the pipeline did not hide
+    timed = sorted((r for r in runs if "workload_unix" in r), key=lambda r: r["workload_unix"][0])
+    if timed:
+        timed[0]["gap_before"] = round(timed[0]["workload_unix"][0] - min(r["span_unix"][0] for r in timed), 1)
+    for prev, r in zip(timed, timed[1:]):
+        r["gap_before"] = round(r["workload_unix"][0] - prev["workload_unix"][1], 1)
+    return {"batch": str(batch_dir.resolve()), "wall_s": wall, "workload_s": round(workload, 1),
+            "outside_workloads_s": round(wall - workload, 1) if wall else None,
+            "verdicts": {r["scenario"]: r.get("prediction") for r in rows_},
+            "exits": {r["scenario"]: r.get("exit") for r in rows_}, "runs": runs}
+
+
+def table(res: dict) -> str:
+    cols = ["scenario"] + [c for c, _, _ in PHASES] + ["check", "judge", "gap_before"]
+    cells = [cols] + [[str(r.get(c) if r.get(c) is not None else "-") for c in cols] for r in res["runs"]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+             for row in cells]
+    lines.append(f"wall {res['wall_s']} s; workloads {res['workload_s']} s; "
+                 f"everything else {res['outside_workloads_s']} s")
+    return "\n".join(lines)
+
+
+def check_100k(messages: int = 100_000) -> dict:
+    """One run's check of a ``messages`` history in a warm batch session (a small run
+    checked first, as the batch's first run is)."""
+    import tempfile
+
+    sys.path.insert(0, str(REPO / "tests"))
+    import synth
+
+    from harness.checking import Checker
+    from harness.runner import Run
+    from harness.scenario import load
+
+    sc = load(REPO / "scenarios" / "K7-leader-cut-from-zk-acks1.yaml")
+    out, ch = {}, Checker(app="mqchaos-bench-main")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, n in (("warm-up", 2_000), ("measured", messages)):
+            run = Run(sc, results=Path(tmp), check=False)
+            produce, consume, _, _ = synth.build(random.Random(1), producers=4, per_producer=n // 4, lost=10,
+                                                 duplicated=10, kafka=True, write_ahead=True)
+            synth.write_run(run.dir, produce, consume, meta=run.info)
+            run.info["status"] = "completed"
+            run.executed.set()
+            t0 = time.monotonic()
+            ch.submit(run, lambda code, err: None)
+            ch.hold()  # the verdict: what the next run waits for
+            verdict = time.monotonic() - t0
+            ch.wait_idle()  # then its pictures and Parquet copy, between runs
+            out[name] = {"messages": n, "verdict_wall_s": round(verdict, 2),
+                         "with_pictures_and_copy_s": round(time.monotonic() - t0, 2), **run.info["check_timing"]}
+    ch.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="*", type=Path, help="scenario files (the main job's)")
+    ap.add_argument("--batch", type=Path, help="split a batch that already ran instead of running one")
+    ap.add_argument("--check-only", action="store_true", help="only the 100k-message check")
+    ap.add_argument("--no-check-100k", action="store_true")
+    args = ap.parse_args(argv)
+    res: dict = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    code = 0
+    if not args.check_only:
+        if args.batch:
+            res["main"] = batch_split(args.batch)
+        else:
+            from harness.batch import run_batch
+            t0 = time.monotonic()
+            code = run_batch(files=args.files, kind="bench-main", sort=False, echo=lambda s: None)
+            res["main"] = batch_split(store.results_root() / "bench-main" / "latest", round(time.monotonic() - t0, 1))
+        print(table(res["main"]))
+    if args.check_only or not (args.batch or args.no_check_100k):
+        res["check_100k"] = check_100k()
+        m = res["check_100k"]["measured"]
+        print(f"check of {m['messages']:,} messages in a warm session: verdict in {m['verdict_wall_s']} s wall "
+              f"(Spark {m['check_s']} s, judging {m['judge_s']} s); with the pictures and the Parquet copy "
+              f"{m['with_pictures_and_copy_s']} s")
+    out = REPO / "bench" / "results" / f"main-{res['at'].replace(':', '-')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"written: {out}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,331 @@
+"""A batch's pipeline (harness.batch, harness.checking): runs ordered so that the next
+cluster can come up while the previous run ends, one warm Spark session checking each run
+as soon as its history is closed. What must hold: nothing (a cluster's start-up, a check)
+runs while a run's workload does; the figures are those of one job over all runs; a check
+that fails leaves only its own run undecided; the table keeps the order given."""
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import synth
+from harness import batch
+from harness.checking import Checker
+from harness.runner import Hooks, Run
+from harness.scenario import load
+from harness.verdicts import EXIT_VALID, EXIT_UNKNOWN
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+# ---- the order -------------------------------------------------------------------------------
+@given(st.lists(st.sampled_from("abc"), max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_interleave_is_a_permutation_with_fewest_same_kind_neighbours(kinds):
+    jobs = list(enumerate(kinds))
+    out = batch.interleave(jobs, kind=lambda j: j[1])
+    assert sorted(out) == jobs
+    for k in set(kinds):  # each kind's own order kept
+        assert [j for j in out if j[1] == k] == [j for j in jobs if j[1] == k]
+    same = sum(a[1] == b[1] for a, b in zip(out, out[1:]))
+    most = max(Counter(kinds).values(), default=0)
+    assert same == max(0, most - (len(kinds) - most) - 1)  # the fewest any order can have
+
+
+def test_the_main_job_alternates_brokers():
+    scs = [load(SCENARIOS / f) for f in ("R9-pause-minority.yaml", "Q1-quorum-leader-faults.yaml",
+                                         "K7-leader-cut-from-zk-acks1.yaml", "K8b-leader-isolated-minisr2.yaml")]
+    out = batch.interleave([(sc, 0) for sc in scs])
+    assert [sc.name[:3].rstrip("-") for sc, _ in out] == ["R9", "K7", "Q1", "K8b"]
+
+
+# ---- the pipeline, with runs that only record what they do ------------------------------------
+class Timeline:
+    def __init__(self):
+        self.events: list[tuple[float, str, str, str]] = []  # (t, what, start|end, run)
+        self.lock = threading.Lock()
+
+    def mark(self, what, edge, who):
+        with self.lock:
+            self.events.append((time.monotonic(), what, edge, who))
+
+    def intervals(self, what):
+        starts, out = {}, []
+        for t, w, edge, who in self.events:
+            if w != what:
+                continue
+            if edge == "start":
+                starts[who] = t
+            else:
+                out.append((starts.pop(who), t, who))
+        return out
+
+
+class FakeRun:
+    """Run's interface to a batch: prepare, execute (calling the hooks where Run does),
+    check, finish, abandon."""
+    timeline: Timeline
+    fail: set = set()          # scenario names whose first attempt is a harness error
+    bad_check: set = set()     # scenario names whose check raises
+    made: list = []
+
+    def __init__(self, sc, *, results=None, check=False, keep_cluster=False, hooks=None):
+        self.sc, self.hooks = sc, hooks or Hooks()
+        self.dir = Path(results) / sc.name / f"{len(FakeRun.made):03d}"
+        self.dir.mkdir(parents=True)
+        self.info = {"status": "running"}
+        self.executed = threading.Event()
+        self._up = None
+        FakeRun.made.append(self)
+
+    def who(self):
+        return f"{self.sc.name}#{FakeRun.made.index(self)}"
+
+    def _bring_up(self):
+        self.timeline.mark("up", "start", self.who())
+        time.sleep(0.05)
+        self.timeline.mark("up", "end", self.who())
+
+    def prepare(self):
+        self._up = threading.Thread(target=self._bring_up)
+        self._up.start()
+
+    def abandon(self):
+        self._up.join()
+        self.info["status"] = "abandoned"
+        self.timeline.mark("abandon", "start", self.who())
+        self.executed.set()
+
+    def execute(self):
+        try:
+            if self._up is None:
+                self._bring_up()
+            else:
+                self._up.join()
+            self.hooks.before_load()
+            self.timeline.mark("load", "start", self.who())
+            time.sleep(0.05)
+            self.timeline.mark("load", "end", self.who())
+            self.hooks.load_over()
+            time.sleep(0.02)  # drain
+            if self.sc.name in FakeRun.fail:  # e.g. the drain failed
+                FakeRun.fail.discard(self.sc.name)
+                self.info["status"] = "harness-error"
+                self.info["error"] = "planted"
+            else:
+                self.info["status"] = "completed"
+            self.timeline.mark("down", "start", self.who())
+            if self.info["status"] == "completed":
+                self.hooks.history_closed(self)
+            time.sleep(0.03)
+            self.timeline.mark("down", "end", self.who())
+            return EXIT_UNKNOWN
+        finally:
+            self.executed.set()
+
+    def check(self, spark):
+        self.timeline.mark("check", "start", self.who())
+        time.sleep(0.04)
+        self.timeline.mark("check", "end", self.who())
+        if self.sc.name in FakeRun.bad_check:
+            raise RuntimeError("planted")
+        return {"planted": True}
+
+    def keep_copy(self, spark):
+        self.timeline.mark("later", "start", self.who() + "copy")
+        time.sleep(0.03)
+        self.timeline.mark("later", "end", self.who() + "copy")
+
+    def draw(self, result):
+        self.timeline.mark("later", "start", self.who() + "draw")
+        time.sleep(0.03)
+        self.timeline.mark("later", "end", self.who() + "draw")
+
+    def finish(self, result, pictures=True):
+        assert not pictures  # a batch draws them between runs
+        self.info["summary"] = {"prediction": True, "valid": True, "scenario": self.sc.name}
+        return EXIT_VALID
+
+    def save_info(self):
+        pass
+
+
+@pytest.fixture
+def fake_batch(monkeypatch, tmp_path):
+    FakeRun.timeline, FakeRun.made, FakeRun.fail, FakeRun.bad_check = Timeline(), [], set(), set()
+    monkeypatch.setattr(batch, "Run", FakeRun)
+    monkeypatch.setattr(batch, "Checker", lambda master: Checker(spark_factory=object))
+    return tmp_path
+
+
+def _overlap(a, b):
+    return a[0] < b[1] and b[0] < a[1]
+
+
+@pytest.mark.parametrize("names", [
+    ["R9-pause-minority", "Q1-quorum-leader-faults", "K7-leader-cut-from-zk-acks1", "K8b-leader-isolated-minisr2"],
+    ["R9-pause-minority", "Q1-quorum-leader-faults", "R7-partition-ignore-split-brain"],  # one broker only
+])
+def test_nothing_runs_beside_a_workload_and_rows_keep_their_order(fake_batch, names):
+    files = [SCENARIOS / f"{n}.yaml" for n in names]
+    code = batch.run_batch(files=files, results=fake_batch, kind="t", sort=False, echo=lambda s: None)
+    assert code == EXIT_VALID
+    tl = FakeRun.timeline
+    loads, ups, checks, later = tl.intervals("load"), tl.intervals("up"), tl.intervals("check"), tl.intervals("later")
+    assert len(loads) == len(ups) == len(checks) == len(names) and len(later) == 2 * len(names)
+    for ld in loads:
+        for other in ups + checks + later:
+            assert not _overlap(ld[:2], other[:2]), (ld, other)
+    # a next cluster of another broker came up while the previous run ended (after its load)
+    brokers = {n: load(SCENARIOS / f"{n}.yaml").broker for n in names}
+    downs = {who: (a, b) for a, b, who in tl.intervals("down")}
+    ordered = sorted(loads)
+    for prev, nxt in zip(ordered, ordered[1:]):
+        up = next(u for u in ups if u[2] == nxt[2])
+        pn, nn = prev[2].split("#")[0], nxt[2].split("#")[0]
+        assert up[0] >= prev[1]
+        if brokers[pn] != brokers[nn]:
+            assert up[0] < downs[prev[2]][1]      # overlapped with the previous run's end
+        else:
+            assert up[0] >= downs[prev[2]][1]     # one compose project: after it went down
+    out = json.loads((fake_batch / "t" / "latest" / "summary.json").read_text())
+    assert [r["scenario"] for r in out] == names
+
+
+def test_a_retried_run_abandons_the_prepared_cluster_and_a_failed_check_only_its_run(fake_batch):
+    names = ["R9-pause-minority", "K7-leader-cut-from-zk-acks1", "Q1-quorum-leader-faults"]
+    FakeRun.fail = {"K7-leader-cut-from-zk-acks1"}
+    FakeRun.bad_check = {"R9-pause-minority"}
+    files = [SCENARIOS / f"{n}.yaml" for n in names]
+    code = batch.run_batch(files=files, results=fake_batch, kind="t", sort=False, echo=lambda s: None)
+    assert code == EXIT_UNKNOWN  # R9's check failed: undecided, never held
+    rows = {r["scenario"]: r for r in json.loads((fake_batch / "t" / "latest" / "summary.json").read_text())}
+    assert rows["R9-pause-minority"]["exit"] == EXIT_UNKNOWN
+    assert "check failed: RuntimeError: planted" in rows["R9-pause-minority"]["reason"]
+    assert rows["K7-leader-cut-from-zk-acks1"]["retried"] and rows["K7-leader-cut-from-zk-acks1"]["exit"] == EXIT_VALID
+    assert rows["Q1-quorum-leader-faults"]["exit"] == EXIT_VALID
+    # Q1's cluster, prepared while K7's first attempt ended, went down unused: the retry ran
+    # alone, and Q1 came up again after it
+    abandoned = [who.split("#")[0] for _, w, _, who in FakeRun.timeline.events if w == "abandon"]
+    assert abandoned == ["Q1-quorum-leader-faults"]
+    statuses = Counter(r.info["status"] for r in FakeRun.made)
+    assert statuses == {"completed": 3, "harness-error": 1, "abandoned": 1}
+    loads, ups = FakeRun.timeline.intervals("load"), FakeRun.timeline.intervals("up")
+    assert not [(ld, up) for ld in loads for up in ups if _overlap(ld[:2], up[:2])]
+
+
+# ---- the checker ------------------------------------------------------------------------------
+class FakeSpark:
+    def __init__(self):
+        self.stopped = False
+        outer = self
+
+        class SC:
+            class _jsc:  # noqa: N801 - py4j's name
+                @staticmethod
+                def sc():
+                    return type("J", (), {"isStopped": lambda self: outer.stopped})()
+        self.sparkContext = SC()
+
+
+class CheckedRun:
+    def __init__(self, name, behaviour):
+        self.dir, self.behaviour = name, behaviour
+        self.info = {}
+        self.executed = threading.Event()
+        self.executed.set()
+
+    def check(self, spark):
+        return self.behaviour(spark)
+
+    def finish(self, result, pictures=True):
+        return result["code"]
+
+    def keep_copy(self, spark):
+        pass
+
+    def draw(self, result):
+        pass
+
+    def save_info(self):
+        pass
+
+
+def test_a_check_that_stops_the_session_does_not_poison_the_next():
+    made = []
+
+    def factory():
+        made.append(FakeSpark())
+        return made[-1]
+
+    def stop_and_fail(spark):
+        spark.stopped = True
+        raise RuntimeError("the JVM went away")
+
+    got = {}
+    ch = Checker(spark_factory=factory)
+    ch.submit(CheckedRun("a", lambda s: {"code": 0}), lambda c, e: got.update(a=(c, e)))
+    ch.submit(CheckedRun("b", stop_and_fail), lambda c, e: got.update(b=(c, e)))
+    ch.submit(CheckedRun("c", lambda s: {"code": 1}), lambda c, e: got.update(c=(c, e)))
+    ch.close()
+    assert got["a"] == (0, None) and got["c"] == (1, None)
+    assert got["b"][0] == EXIT_UNKNOWN and "the JVM went away" in got["b"][1]
+    assert len(made) == 2  # started again after b stopped it
+
+
+def test_a_session_that_does_not_start_leaves_every_run_undecided_with_the_reason():
+    def factory():
+        raise OSError("no java")
+    got = {}
+    ch = Checker(spark_factory=factory)
+    ch.submit(CheckedRun("a", lambda s: {"code": 0}), lambda c, e: got.update(a=(c, e)))
+    ch.close()
+    assert got["a"][0] == EXIT_UNKNOWN and "no java" in got["a"][1]
+
+
+@pytest.mark.spark
+def test_one_run_at_a_time_gives_the_figures_of_one_job_over_all(spark, tmp_path):
+    """What the batch's checker writes equals what the previous batch checker (one Spark
+    job over every run, harness.batch.check_all until issue 20) computed."""
+    from checkers.check import check_runs
+    from checkers.history import open_runs
+    from test_checker import COMPARED
+
+    runs = []
+    for i, f in enumerate(["R9-pause-minority", "K7-leader-cut-from-zk-acks1", "Q3-quorum-monotonic-competing",
+                           "Q4-quorum-sac-strict"]):
+        sc = load(SCENARIOS / f"{f}.yaml")
+        run = Run(sc, results=tmp_path, check=False)
+        produce, consume, bad, _ = synth.build(random.Random(i), per_producer=60, lost=i, duplicated=1,
+                                               unexpected=i % 2, reordered=2, malformed=i, write_ahead=True,
+                                               kafka=sc.broker == "kafka", outage=(1.0, 2.5))
+        synth.write_run(run.dir, produce, consume, malformed_produce=bad, meta=run.info)
+        run.info["status"] = "completed"
+        run.executed.set()
+        runs.append(run)
+    opened, errors = open_runs([str(r.dir) for r in runs])  # the old way, on the raw histories
+    assert not errors
+    at_once = check_runs(spark, opened)
+    got = {}
+    ch = Checker(spark_factory=lambda: spark)
+    for r in runs:
+        ch.submit(r, lambda c, e, r=r: got.__setitem__(str(r.dir), (c, e)))
+    ch.close()
+    for r in runs:
+        assert got[str(r.dir)][1] is None
+        one = json.loads((r.dir / "check.json").read_text())
+        for k in COMPARED:
+            assert one[k] == json.loads(json.dumps(at_once[str(r.dir)][k])), (r.sc.name, k)
+        assert one["ordering"] == r.sc.ordering
+        assert "check_timing" in json.loads((r.dir / "run.json").read_text())
+        assert one["source"] == "jsonl"  # checked from the record itself ...
+        assert open_runs([str(r.dir)])[0][0].parquet_malformed is not None  # ... its copy kept after
+        assert "publishes.png" in (r.dir / "report.md").read_text()  # pictures drawn between runs
