@@ -107,7 +107,11 @@ class Pipeline:
             # one compose project per broker: the same broker's next cluster waits for this one
             if nxt is None or self.keep_cluster or nxt[0].broker == entry.scenario.broker:
                 return
-            run = Run(nxt[0], results=self.results, check=False, keep_cluster=self.keep_cluster)
+            try:
+                run = Run(nxt[0], results=self.results, check=False, keep_cluster=self.keep_cluster)
+            except Exception as e:  # noqa: BLE001 - the next run starts as usual; this one goes on
+                log(f"{nxt[0].name}: could not prepare its run ({type(e).__name__}: {e})")
+                return
             run.info["catalogue"] = {"repeat": nxt[1], "attempt": 0}
             log(f"{nxt[0].name}: bringing its cluster up while {entry.scenario.name} ends")
             run.prepare()

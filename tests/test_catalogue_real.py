@@ -1,6 +1,6 @@
 """A fixed subset of the catalogue, for real, through `mqchaos catalogue`'s own code path:
-each row runs on a fresh cluster, all are checked in one Spark job, and every artefact
-a reader needs is there. The broker's verdict is what it is (a finding either way); the
+each row runs on a fresh cluster (K4's coming up while R1 ends), each is checked in the
+batch's one Spark session, and every artefact a reader needs is there. The broker's verdict is what it is (a finding either way); the
 test asserts the run decided it from real measurements, and that the figures agree."""
 import json
 import xml.etree.ElementTree as ET
@@ -42,5 +42,13 @@ def test_catalogue_subset_for_real(tmp_path):
         assert len(samples) >= 20  # one a second through the run
         assert check["prediction"]["held"] == r["prediction"]
         assert "## Prediction" in (run_dir / "report.md").read_text()
+        assert "publishes.png" in (run_dir / "report.md").read_text()  # drawn between runs
+        assert info["check_timing"]["check_s"] > 0 and info["phases"]["end"] > 0
+    # the pipeline: K4's cluster came up once R1's load was over, and its workload began
+    # only after R1's had ended and R1 was checked
+    r1_info, k4_info = (json.loads((Path(r["report"]).parent / "run.json").read_text()) for r in rows)
+    r1_load_over = r1_info["t0_unix"] + r1_info["phases"]["stop-producers"]
+    assert k4_info["t0_unix"] + k4_info["phases"]["cluster-up"] >= r1_load_over - 0.5
+    assert k4_info["t0_unix"] + k4_info["phases"]["warmup"] >= r1_info["t0_unix"] + r1_info["phases"]["end"]
     r1 = rows[0]
     assert r1["measurement"]["new_master_elected"] is True  # the master's node was killed

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from checkers.history import open_runs
+from harness import store
 from harness.runner import run_scenario
 from harness.scenario import parse
 
@@ -58,7 +59,16 @@ def test_consumer_crash_mid_delivery(tmp_path, auto_ack):
         assert check["lost"] > 0 and code == 0 and check["valid"] is False
     else:
         assert check["lost"] == 0 and code == 0 and check["valid"] is True
-        assert check["duplicated"] >= 0
+        # The message in hand when the consumer crashed was never acked: the broker delivered
+        # it again, flagged. A copy is only ever such a redelivery (an ack not yet flushed
+        # when the channel died), never a message delivered twice unflagged.
+        by_id: dict[str, list[bool]] = {}
+        for r in store.history_records(run.dir, "consume"):
+            by_id.setdefault(r["msg_id"], []).append(bool(r["redelivered"]))
+        assert any(flag for flags in by_id.values() for flag in flags)
+        copies = {m: f for m, f in by_id.items() if len(f) > 1}
+        assert len(copies) == check["duplicated"]
+        assert all(all(f[1:]) for f in copies.values()), copies
     assert check["prediction"]["held"] is True
     # The run can be re-checked offline from its directory alone.
     runs, errors = open_runs([str(run.dir)])
