@@ -35,14 +35,14 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
     large = records >= A.LARGE_INPUT
     produce = load(spark, runs, "produce")
     consume = load(spark, runs, "consume")
-    if not large:  # read and parsed once, not once per query (a fifth of a 100k check)
-        produce, consume = (df.cache() if df is not None else None for df in (produce, consume))
+    # read and parsed once, not once per query (a fifth of a 100k check); cache() marks the
+    # DataFrame itself
+    cached = [] if large else [df.cache() for df in (produce, consume) if df is not None]
     try:
         return _check(spark, runs, ids, rules, large, produce, consume, threshold)
     finally:
-        for df in (produce, consume):
-            if df is not None and not large:
-                df.unpersist()
+        for df in cached:
+            df.unpersist()
 
 
 def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce, consume,

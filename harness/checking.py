@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from checkers.cds import warm_up
@@ -31,8 +32,10 @@ class Checker:
         self.warm = spark_factory is None if warm is None else warm
         self._spark: Any = None
         self._cond = threading.Condition()
-        self._urgent: deque = deque([None])  # None: start the session
-        self._later: deque = deque()        # (what, callable): pictures, copies
+        # each item a callable: checks (and the session's start) first; pictures and copies
+        # only while a window is open
+        self._urgent: deque[Callable[[], None]] = deque([self._start])
+        self._later: deque[Callable[[], None]] = deque()
         self._open = True                   # the first cluster is coming up: a window
         self._busy = False                  # an item is under way
         self._closing = False
@@ -43,7 +46,7 @@ class Checker:
     def submit(self, run: Run, done: Callable[[int, str | None], None]) -> None:
         """Check ``run`` (its history closed); ``done(exit code, error)`` once judged."""
         with self._cond:
-            self._urgent.append((run, done, time.monotonic()))
+            self._urgent.append(partial(self._check, run, done, time.monotonic()))
             self._cond.notify_all()
 
     def hold(self, timeout: float | None = None) -> bool:
@@ -76,7 +79,7 @@ class Checker:
         self._thread.join()
 
     # -- the thread -----------------------------------------------------------------------
-    def _next(self) -> Any:
+    def _next(self) -> Callable[[], None] | None:
         with self._cond:
             self._cond.wait_for(lambda: self._urgent or (self._open and self._later) or self._closing)
             if self._urgent:
@@ -84,22 +87,14 @@ class Checker:
             elif self._open and self._later:
                 item = self._later.popleft()
             else:
-                return StopIteration
+                return None  # closing
             self._busy = True
             return item
 
     def _loop(self) -> None:
-        while True:
-            item = self._next()
-            if item is StopIteration:
-                return
+        while (item := self._next()) is not None:
             try:
-                if item is None:
-                    self._start()
-                elif isinstance(item, tuple) and len(item) == 2:
-                    self._run_later(*item)
-                else:
-                    self._check(*item)
+                item()
             finally:
                 with self._cond:
                     self._busy = False
@@ -164,8 +159,9 @@ class Checker:
         done(code, error)
         if result is not None:
             with self._cond:
-                self._later.append((f"{run.dir}: pictures", lambda: run.draw(result)))
-                self._later.append((f"{run.dir}: Parquet copy", lambda: run.keep_copy(self._session())))
+                self._later.append(partial(self._run_later, f"{run.dir}: pictures", lambda: run.draw(result)))
+                self._later.append(partial(self._run_later, f"{run.dir}: Parquet copy",
+                                           lambda: run.keep_copy(self._session())))
 
 
 def _stopped(spark: Any) -> bool:

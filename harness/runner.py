@@ -126,7 +126,7 @@ class Run:
         return JsonlWriter(self.dir / store.HISTORY / f"{kind}-{who}.jsonl")
 
     # -- the loop -----------------------------------------------------------------------
-    def prepare(self) -> threading.Thread:
+    def prepare(self) -> None:
         """Bring the cluster up in a thread (a batch does while the previous run ends);
         ``execute`` waits for it and raises its error inside its own clean-up."""
         def up() -> None:
@@ -136,7 +136,6 @@ class Run:
                 self._prepare_error = e
         self._prepared = threading.Thread(target=up, name=f"up-{self.sc.name}", daemon=True)
         self._prepared.start()
-        return self._prepared
 
     def abandon(self) -> None:
         """A prepared run that will not run (its batch ended first): its cluster goes down
@@ -304,13 +303,12 @@ class Run:
             except Exception as e:  # noqa: BLE001
                 log(f"could not collect broker logs: {e}")
             self._measure()
-        self.save_info()
+        self.save_info()  # the checker reads the run's status from run.json
         if self.info["status"] == "completed":
             self.hooks.history_closed(self)
         if self.cluster is not None and not self.keep_cluster:
             self.phase("cluster-down")
             self.cluster.down()
-        self.save_info()
 
     def _measure(self) -> None:
         try:
@@ -353,7 +351,7 @@ class Run:
 
     def finish(self, result: dict, pictures: bool = True) -> int:
         """Judge the checked run against its prediction, write check.json and the report
-        (without its pictures: ``draw`` adds them)."""
+        (without ``pictures``, ``draw`` adds them later)."""
         result["checked_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         report.judge_and_write(self.dir, self.sc, result, self.info, pictures)
         self.info["summary"] = rows.run_row(self.sc, result, self.info, self.dir)

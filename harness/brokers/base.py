@@ -290,12 +290,13 @@ class ComposeCluster(Cluster):
         ~30 s of controlled-shutdown retries). Plain docker calls: a docker-compose (v1) call
         costs about a second of start-up alone, and a fresh cluster's `up` calls this first."""
         self._addr_cache.clear()
-        containers = docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={self.project}",
-                            check=False).stdout.split()
-        names = set(docker("ps", "-a", "--format", "{{.Names}}", check=False).stdout.split())
-        ours = [n for n in self.nodes() if n in names]
-        if containers or ours:  # SIGKILL and removal in one call
-            docker("rm", "-f", "-v", *containers, *ours, check=False, timeout=300)
+        listed = docker("ps", "-a", "--format", '{{.Names}}\t{{.Label "com.docker.compose.project"}}',
+                        check=False).stdout.splitlines()
+        nodes = set(self.nodes())
+        ours = [name for name, _, project in (line.partition("\t") for line in listed)
+                if name in nodes or project == self.project]
+        if ours:  # SIGKILL and removal in one call
+            docker("rm", "-f", "-v", *ours, check=False, timeout=300)
         volumes = set(docker("volume", "ls", "-q", check=False).stdout.split())
         gone = [v for v in (self.volume_name(n) for n in self.nodes()) if v in volumes]
         gone += [v for v in volumes if v.startswith(f"{self.project}_") and v not in gone]

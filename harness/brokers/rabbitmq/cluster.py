@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import datetime, timezone
 import urllib.parse
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
