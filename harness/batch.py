@@ -234,9 +234,13 @@ def merge(dirs: list[Path], results: Path | None = None, kind: str = "catalogue"
     for d in dirs:
         for r in json.loads((Path(d) / "summary.json").read_text()):  # a batch's own file (rows)
             by_key[(r["scenario"], r.get("repeat", 0))] = r
-    rows = list(by_key.values())
     by_name = {sc.name: sc for sc in select(sorted(SCENARIO_DIR.glob("*.yaml")), None)[0]}
-    rows.sort(key=lambda r: order_key(by_name[r["scenario"]]) if r["scenario"] in by_name else (9, 0, r["scenario"]))
+    # the merged summary is today's catalogue: a row whose scenario file is gone is not in it
+    gone = sorted({name for name, _ in by_key if name not in by_name})
+    if gone:
+        log(f"merge: left out the rows of scenarios no longer in {SCENARIO_DIR}: {', '.join(gone)}")
+    rows = [r for (name, _), r in by_key.items() if name in by_name]
+    rows.sort(key=lambda r: order_key(by_name[r["scenario"]]))
     out = store.new_batch_dir(kind, results)
     sources = ", ".join(Path(d).name for d in dirs)
     write_outputs(rows, [], out, f"mqchaos {kind}, merged from {sources}")

@@ -135,6 +135,32 @@ def catalogue(only, repeat, retries, kind, master, merge_dirs, from_runs, scenar
                        master=master))
 
 
+@main.command("doc-table")
+@click.argument("batch_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--into", "doc", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The document (README.md, docs/findings.md) holding the table's markers.")
+@click.option("--name", required=True, help="The table's marker: <!-- table:NAME --> ... <!-- /table:NAME -->.")
+@click.option("--only", default=None, help="Comma-separated scenario names or ids: those rows only.")
+def doc_table(batch_dir, doc, name, only):
+    """Write a batch's table (its summary.json) into a document between its markers, so the
+    figures in README.md and docs/findings.md come from the runs, never typed."""
+    import json
+    from pathlib import Path
+
+    from harness.rows import splice, table_lines
+
+    rows = json.loads((Path(batch_dir) / "summary.json").read_text())
+    if only:
+        wanted = set(only.split(","))
+        rows = [r for r in rows if r["scenario"] in wanted or r.get("id") in wanted]
+    path = Path(doc)
+    try:
+        path.write_text(splice(path.read_text(), name, table_lines(rows), f"{batch_dir}/summary.json"))
+    except ValueError as e:
+        raise click.ClickException(f"{doc}: {e}") from None
+    click.echo(f"{doc}: table {name}, {len(rows)} rows from {batch_dir}")
+
+
 @main.command()
 @click.argument("scenario_file")
 @click.option("--keep-cluster", is_flag=True, help="Leave the cluster running after the run.")

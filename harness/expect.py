@@ -18,8 +18,11 @@ CHECKER_KEYS = {"attempted", "ok", "fail", "info", "produce_records", "delivered
                 "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
                 "id_conflicts", "ordering_violations", "malformed_lines", "unavailable_s", "valid",
                 "unavailable_intervals", "drain_complete", "unavailable_s_producer_max", "read_gap_max_s"}
+# Figures derived from the checker's: the share of confirmed messages lost (R4: the whole queue).
+DERIVED_KEYS = {"lost_share"}
 # What the run loop measures for every broker (run.json measurements).
-RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s"}
+RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s", "redelivered_deliveries", "consumer_crashes",
+            "consumers_silent"}
 # Decided by the run itself whatever its history says: a node that never came back is
 # evidence enough, even when the drain (and so every count) is undecided.
 OWN_EVIDENCE = {"self_healed"}
@@ -30,7 +33,7 @@ COMPARISON = re.compile(r"^\s*(>=|<=|==|!=|>|<)?\s*(-?[0-9.]+(?:e-?[0-9]+)?)\s*$
 
 def decidable(sc) -> set[str]:
     """The quantities a run of ``sc`` measures: what its ``expect:`` may name."""
-    return CHECKER_KEYS | RUN_KEYS | sc.measurement_names() | sc.prefill_names()
+    return CHECKER_KEYS | DERIVED_KEYS | RUN_KEYS | sc.measurement_names() | sc.prefill_names()
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -45,12 +48,13 @@ def flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def expectations(sc) -> dict:
-    """The scenario's predictions with nested mappings flattened (``a: {b: x}`` is ``a.b: x``),
-    except where the quantity itself is a mapping (``masters_after: {rabbit1: 3, ...}``)."""
+def expectations(sc, field: str = "expect") -> dict:
+    """The scenario's predictions (or, with ``field="require"``, its requirements) with nested
+    mappings flattened (``a: {b: x}`` is ``a.b: x``), except where the quantity itself is a
+    mapping (``masters_after: {rabbit1: 3, ...}``)."""
     keys = decidable(sc)
     out = {}
-    for k, v in sc.expect.items():
+    for k, v in getattr(sc, field).items():
         if isinstance(v, dict) and k not in keys:
             out.update({f"{k}.{kk}": vv for kk, vv in v.items()})
         else:
@@ -59,9 +63,10 @@ def expectations(sc) -> dict:
 
 
 def undecidable(sc) -> list[str]:
-    """The predictions no run of ``sc`` measures (refused at load time)."""
+    """The predictions and requirements no run of ``sc`` measures (refused at load time), as
+    ``expect.KEY`` / ``require.KEY``."""
     keys = decidable(sc)
-    return [k for k in expectations(sc) if k not in keys]
+    return [f"{field}.{k}" for field in ("expect", "require") for k in expectations(sc, field) if k not in keys]
 
 
 def measured(result: dict, info: dict) -> dict:
@@ -69,6 +74,8 @@ def measured(result: dict, info: dict) -> dict:
     m = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     m["valid"] = result.get("valid")
     m["unavailable_intervals"] = len(result.get("unavailable") or [])
+    if isinstance(result.get("ok"), int) and isinstance(result.get("lost"), int) and result["ok"]:
+        m["lost_share"] = round(result["lost"] / result["ok"], 4)
     m["drain_complete"] = (info.get("drain") or {}).get("complete")
     m.update(flatten(info.get("measurements") or {}))
     if info.get("prefill"):
@@ -101,13 +108,29 @@ def _failed(checks: list[dict]) -> str:
     return ", ".join(f"{c['key']}={c['actual']} (predicted {c['expected']})" for c in checks if c["held"] is False)
 
 
+def _checks(wanted: dict, m: dict) -> list[dict]:
+    return [{"key": key, "expected": exp, "actual": m.get(key), "held": judge(exp, m.get(key)) if key in m else None}
+            for key, exp in wanted.items()]
+
+
 def verdict(sc, result: dict, info: dict) -> dict:
-    """{"held": True/False/None, "reason": ..., "checks": [...]} for one checked run."""
+    """{"held": True/False/None, "reason": ..., "checks": [...], "requirements": [...]} for
+    one checked run."""
     m = measured(result, info)
-    checks = []
-    for key, exp in expectations(sc).items():
-        held = judge(exp, m.get(key)) if key in m else None
-        checks.append({"key": key, "expected": exp, "actual": m.get(key), "held": held})
+    checks = _checks(expectations(sc), m)
+    required = _checks(expectations(sc, "require"), m)
+    out = _verdict(checks, result, info)
+    unmet = [c for c in required if c["held"] is not True]
+    if checks and unmet:  # the run is about something else: whatever it measured decides nothing
+        out["held"] = None
+        out["reason"] = ("could not decide: the set-up the claim needs did not happen: "
+                         + ", ".join(f"{c['key']}={c['actual']} (required {c['expected']})" for c in unmet))
+    if required:
+        out["requirements"] = required
+    return out
+
+
+def _verdict(checks: list[dict], result: dict, info: dict) -> dict:
     held = merge(c["held"] for c in checks) if checks else None
     if not checks:
         reason = "the scenario states no prediction"

@@ -56,3 +56,20 @@ def blocked_s(produce: list[dict], consume: list[dict], start: float, end: float
     inside = [t for t in events if start <= t <= end]
     edges = [start] + inside + [end]
     return round(max(b - a for a, b in zip(edges, edges[1:])), 3) if end > start else 0.0
+
+
+def consumers_silent(consume: list[dict], before: float, after: float, until: float) -> list[str]:
+    """The consumers that received deliveries before ``before`` (the faults) and none in
+    (``after``, ``until``] (from the heal to the producers' stop), although the load went on:
+    a consumer left waiting for ever after a failover (seed 001, x-cancel-on-ha-failover)."""
+    first: dict[str, float] = {}
+    late: set[str] = set()
+    for r in consume:
+        t, c = r.get("t"), r.get("consumer")
+        if not isinstance(t, (int, float)) or not isinstance(c, str):
+            continue
+        if t < before:
+            first.setdefault(c, t)
+        if after < t <= until:
+            late.add(c)
+    return sorted(c for c in first if c not in late)

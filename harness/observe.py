@@ -15,7 +15,7 @@ from typing import Any
 from harness import store
 from harness.brokers.base import docker
 from harness.history import JsonlWriter, RunClock
-from harness.measures import blocked_s, nodes_down_s
+from harness.measures import blocked_s, consumers_silent, nodes_down_s
 
 
 class Observer(threading.Thread):
@@ -68,5 +68,11 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
     if fault_start is not None and end is not None:
         m["blocked_s"] = blocked_s(produce, consume, fault_start, end)
     m["nodes_down_s"] = nodes_down_s(samples)
+    if sc.live_consumers:  # Q4's claim needs a crash and a redelivery to have happened
+        m["redelivered_deliveries"] = sum(1 for r in consume if r.get("redelivered") is True)
+        m["consumer_crashes"] = sum((info.get("consumer_crashes") or {}).values())
+        heal = phases.get("heal")
+        if fault_start is not None and heal is not None and end is not None:
+            m["consumers_silent"] = consumers_silent(consume, fault_start, heal, end)
     m["client_timeouts"] = sc.workload.timeouts()
     return m

@@ -18,7 +18,8 @@ def run_row(sc, result: dict, info: dict, run_dir: Path) -> dict:
     """The figures of one checked run."""
     m = expect.measured(result, info)
     # The row's own measurement: what the prediction names beyond the usual counts.
-    specific = {k: m.get(k) for k in expect.expectations(sc) if k not in expect.CHECKER_KEYS}
+    specific = {k: m.get(k) for k in [*expect.expectations(sc), *expect.expectations(sc, "require")]
+                if k not in expect.CHECKER_KEYS}
     if m.get("self_healed") is False:  # the cluster had to be restarted by hand: always shown
         specific["self_healed"] = False
     return {"scenario": sc.name, "id": sc.id, "attempted": result["attempted"], "confirmed": result["ok"],
@@ -27,7 +28,22 @@ def run_row(sc, result: dict, info: dict, run_dir: Path) -> dict:
             "ordering": result.get("ordering"), "unavailable_s": result["unavailable_s"],
             "blocked_s": m.get("blocked_s"), "measurement": specific, "valid": result["valid"],
             "prediction": result["prediction"]["held"], "reason": result["prediction"]["reason"],
-            "expect": sc.expect, "brokers": info.get("brokers"), "report": str(Path(run_dir) / store.REPORT_MD)}
+            "decided_by": decided_by(result["prediction"]), "expect": sc.expect, "require": sc.require, "brokers": info.get("brokers"), "report": str(Path(run_dir) / store.REPORT_MD)}
+
+
+def decided_by(prediction: dict) -> str:
+    """How a verdict was reached, in a table cell: the checks that decided it (all of them
+    when it held, the failed ones when not) and the set-up it required; or why nothing was."""
+    held = prediction.get("held")
+    checks = prediction.get("checks") or []
+    if held is None:
+        return prediction.get("reason") or "no prediction"
+    shown = checks if held else [c for c in checks if c.get("held") is False]
+    out = "; ".join(f"{c['key']}={_fmt(c.get('actual'))} vs {_fmt(c.get('expected'))}" for c in shown)
+    setup = prediction.get("requirements") or []
+    if setup:
+        out += " (set-up: " + ", ".join(f"{c['key']}={_fmt(c.get('actual'))}" for c in setup) + ")"
+    return out
 
 
 def verdict_text(r: dict) -> str:
@@ -57,23 +73,50 @@ def text_table(rows: list[dict]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells)
 
 
+MD_HEAD = ["id", "scenario", "attempted", "confirmed", "lost", "dup", "order viol.", "unavail. s",
+           "measurement", "prediction", "verdict", "how decided", "run s"]
+
+
 def markdown(rows: list[dict], out: Path, title: str) -> str:
-    head = ["id", "scenario", "attempted", "confirmed", "lost", "dup", "order viol.", "unavail. s",
-            "measurement", "prediction", "verdict", "run s"]
-    lines = [f"# {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        rep = r.get("report")
-        link = f"[{r['scenario']}]({_relative(rep, out.parent.parent)})" if rep else r["scenario"]
-        order = f"{r.get('ordering_violations', '-')} ({r.get('ordering') or '-'})"
-        lines.append("| " + " | ".join(str(x) for x in (
-            r.get("id") or "-", link, r.get("attempted", "-"), r.get("confirmed", "-"), r.get("lost", "-"),
-            r.get("duplicated", "-"), order, _fmt(r.get("unavailable_s")), _fmt(r.get("measurement")),
-            _fmt(r.get("expect")), verdict_text(r), r.get("seconds"))) + " |")
+    lines = [f"# {title}", "", *table_lines(rows, out.parent.parent)]
     lines += ["", "Verdicts: *held* = the source's prediction was borne out; *DID NOT HOLD* = the broker "
               "behaved otherwise (a finding, see the run's report); *could not decide* = the run did not "
               "measure what the prediction needs (reason in summary.json); *harness error* = not a "
               "broker finding."]
     return "\n".join(lines) + "\n"
+
+
+def table_lines(rows: list[dict], links_from: Path | None = None) -> list[str]:
+    """The Markdown table of a batch; scenario names link to their reports when
+    ``links_from`` is given (the results directory), and are plain text in documents."""
+    lines = ["| " + " | ".join(MD_HEAD) + " |", "|" + "---|" * len(MD_HEAD)]
+    for r in rows:
+        rep = r.get("report")
+        link = f"[{r['scenario']}]({_relative(rep, links_from)})" if rep and links_from else r["scenario"]
+        order = f"{r.get('ordering_violations', '-')} ({r.get('ordering') or '-'})"
+        lines.append("| " + " | ".join(str(x) for x in (
+            r.get("id") or "-", link, r.get("attempted", "-"), r.get("confirmed", "-"), r.get("lost", "-"),
+            r.get("duplicated", "-"), order, _fmt(r.get("unavailable_s")), _fmt(r.get("measurement")),
+            _fmt(r.get("expect")), verdict_text(r), _cell(r.get("decided_by") or r.get("reason")),
+            r.get("seconds"))) + " |")
+    return lines
+
+
+def splice(doc: str, name: str, table: list[str], source: str) -> str:
+    """``doc`` with the lines between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``
+    replaced by ``table`` (and a line naming its summary file): documents carry no figure
+    typed by hand. ValueError if the markers are missing."""
+    begin, end = f"<!-- table:{name} -->", f"<!-- /table:{name} -->"
+    if doc.count(begin) != 1 or doc.count(end) != 1 or doc.index(begin) > doc.index(end):
+        raise ValueError(f"the document needs one {begin} ... {end} pair")
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    body = [f"<!-- generated by `mqchaos doc-table` from {source}; do not edit -->", *table]
+    return head + begin + "\n" + "\n".join(body) + "\n" + end + tail
+
+
+def _cell(text) -> str:
+    return "-" if text is None else str(text).replace("|", "/").replace("\n", " ")
 
 
 def _relative(path: str, root: Path) -> str:

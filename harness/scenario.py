@@ -21,7 +21,7 @@ from harness import brokers, expect
 from harness.spec import BaseScenario
 from nemesis.faults import missing_capabilities
 from nemesis.schedule import parse as parse_schedule
-from nemesis.targets import targets_problems
+from nemesis.targets import expr_problems, targets_problems
 
 Scenario = BaseScenario  # what callers hold: one plug-in's subclass of it
 
@@ -91,8 +91,10 @@ def parse(data: Any, source: str = "scenario") -> Scenario:
                for st in steps if (missing := missing_capabilities(st.fault, caps))]
     lacking += [f"  nemesis: {st.fault} at {st.at:g}s: targets: {problem}" for st in steps
                 for problem in targets_problems(st.fault, st.targets, cluster.nodes(), cluster.roles)]
+    lacking += [f"  nemesis: {st.fault} at {st.at:g}s: when.same: {problem}" for st in steps if st.when
+                for expr in st.when["same"] for problem in expr_problems(expr, cluster.nodes(), cluster.roles)]
     bad = expect.undecidable(sc)
-    lacking += [f"  expect.{k}: no {broker} run measures this (measured: {', '.join(sorted(expect.decidable(sc)))})"
+    lacking += [f"  {k}: no {broker} run measures this (measured: {', '.join(sorted(expect.decidable(sc)))})"
                 for k in bad]
     # A power cut needs the file system that forgets unsynced writes under the data directories.
     if any(st.fault == "power_loss" for st in steps):

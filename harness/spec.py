@@ -68,6 +68,9 @@ class BaseScenario(Strict):
     nemesis: list[dict[str, Any]] | dict[str, Any] = Field(default_factory=list)  # nemesis/schedule.py
     ordering: Literal["none", "fifo", "monotonic", "strict"] = "none"
     expect: dict[str, Any] = Field(default_factory=dict)
+    # What the claim assumes of the run (the same language as expect:): a run where one of
+    # these did not hold, or was not measured, is about something else, so it is undecided.
+    require: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0
 
     @model_validator(mode="after")

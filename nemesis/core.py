@@ -41,6 +41,11 @@ STATE_FILE = store.NEMESIS_STATE
 LOG_FILE = store.NEMESIS_LOG
 FINDINGS_FILE = store.FINDINGS
 CLOSING = ("start", "unpause", "heal")  # steps that end earlier faults rather than start one
+POLL = 0.5  # how often a step's ``when`` is looked at again
+
+
+class PreconditionError(RuntimeError):
+    """A step's ``when`` never held: the state its fault needs did not happen."""
 
 
 def log(msg: str) -> None:
@@ -153,13 +158,20 @@ class Nemesis:
 
     # ---- faults ---------------------------------------------------------------------------
     def apply(self, fault: str | Step, targets: Any = None, duration: float | None = None,
-              **params: Any) -> F.Fault | None:
-        """Apply one fault now; returns it (None for start/unpause/heal, which end faults)."""
+              condition: dict | None = None, **params: Any) -> F.Fault | None:
+        """Apply one fault now; returns it (None for start/unpause/heal, which end faults).
+        ``condition`` is what the step's ``when`` found (recorded with the fault)."""
         st = fault if isinstance(fault, Step) else Step(0.0, fault, targets, duration, params)
         if st.fault not in FAULTS:
             raise ValueError(f"unknown fault {st.fault!r} (one of {FAULTS})")
         if st.targets is None:
             st = Step(st.at, st.fault, F.DEFAULT_TARGETS.get(st.fault, "random:1"), st.duration, st.params)
+        if condition and condition.get("failed"):
+            a, b = condition["same"]
+            why = "the schedule ended before its condition held" if condition.get("cut_short") else \
+                "its condition never held"
+            raise PreconditionError(f"{why}: {a} and {b} were {condition['seen'][0]} and "
+                                    f"{condition['seen'][1]} after {condition['waited_s']:g} s")
         with self._lock:
             if st.fault in CLOSING:
                 self._close_step(st)
@@ -170,6 +182,8 @@ class Nemesis:
             F.PLANNERS[st.fault](self._ctx(), f, st.targets, dict(st.params))
             if st.duration is not None:
                 f.details["duration"] = st.duration
+            if condition:
+                f.details["when"] = condition
             f.t_start = self.clock.now()
             self._active.append(f)
             self._save_state()  # before any side effect: a crash mid-apply stays healable
@@ -231,21 +245,59 @@ class Nemesis:
             if duration is None or st.at < duration:
                 heapq.heappush(queue, (start + st.at, i, "apply", st))
         seq = len(queue)
-        for _ in range(4 * seq + 1):  # each step yields at most one lift: bounded
+        deadlines: dict[int, float] = {}  # a waiting step's id -> when its ``when`` gives up
+        # each step yields at most one lift, and a waiting step one re-check per POLL: bounded
+        bound = 4 * seq + 1 + sum(int(st.when["within"] / POLL) + 2 for st in steps if st.when)
+        for _ in range(bound):
             if not queue or (end is not None and queue[0][0] >= end):
                 break
-            when, _, action, obj = heapq.heappop(queue)
+            when, key, action, obj = heapq.heappop(queue)
             if self._wait_until(when, stop):
                 return
             if action == "end":
                 self.end(obj)
                 continue
-            f = self._apply_step(obj, on_error)
+            cond = self._ready(obj, key, deadlines) if obj.when else None
+            if cond is not None and not cond:
+                heapq.heappush(queue, (time.monotonic() + POLL, key, action, obj))
+                continue
+            f = self._apply_step(obj, on_error, cond)
             if f is not None and obj.duration is not None and f in self._active:
                 seq += 1
                 heapq.heappush(queue, (time.monotonic() + obj.duration, seq, "end", f))
+        # a step still waiting for its condition when the schedule ends did not happen: say so
+        # (a silent skip would let the run be judged as if it had)
+        for _, key, action, obj in queue:
+            if action == "apply" and key in deadlines:
+                _, seen = self._condition(obj.when)
+                waited = round(obj.when["within"] - (deadlines[key] - time.monotonic()), 2)
+                self._apply_step(obj, on_error, {"same": obj.when["same"], "seen": seen, "waited_s": waited,
+                                                 "failed": True, "cut_short": True})
         if end is not None:
             self._wait_until(end, stop)
+
+    def _ready(self, st: Step, key: int, deadlines: dict[int, float]) -> dict:
+        """What a step's ``when`` found: {} to look again later. Past its ``within`` the step
+        goes ahead to fail (``apply`` raises, ``_apply_step`` records why): the claim's set-up
+        never happened, so nothing after it may count as evidence."""
+        now = time.monotonic()
+        deadlines.setdefault(key, now + st.when["within"])
+        ok, seen = self._condition(st.when)
+        waited = round(st.when["within"] - (deadlines[key] - now), 2)
+        if ok:
+            return {"same": st.when["same"], "nodes": seen[0], "waited_s": waited}
+        if now >= deadlines[key]:
+            return {"same": st.when["same"], "seen": seen, "waited_s": waited, "failed": True}
+        return {}
+
+    def _condition(self, cond: dict) -> tuple[bool, list]:
+        seen = []
+        for expr in cond["same"]:
+            try:
+                seen.append(sorted(resolve(self.cluster, expr, self.rng, self.subject)))
+            except Exception as exc:  # noqa: BLE001 - a role nobody holds (mid-election): not yet
+                seen.append(f"{type(exc).__name__}: {exc}")
+        return seen[0] == seen[1] and isinstance(seen[0], list), seen
 
     def _wait_until(self, when: float, stop: threading.Event | None) -> bool:
         """Wait for a scheduled time; True if told to stop first."""
@@ -257,9 +309,9 @@ class Nemesis:
                 return False
             (stop or self._stop).wait(min(left, 0.2))
 
-    def _apply_step(self, st: Step, on_error: str) -> F.Fault | None:
+    def _apply_step(self, st: Step, on_error: str, condition: dict | None = None) -> F.Fault | None:
         try:
-            return self.apply(st)
+            return self.apply(st, condition=condition)
         except Exception as exc:  # noqa: BLE001 - a failed step is recorded, the run goes on
             if on_error == "raise":
                 raise
@@ -268,7 +320,7 @@ class Nemesis:
             failed = [f for f in self._active if f.details.get("error")]
             if not failed:
                 self._write({"fault": st.fault, "targets": [], "t_start": t, "t_end": t,
-                             "details": {"spec": st.targets, "params": st.params,
+                             "details": {"spec": st.targets, "params": st.params, "when": condition,
                                          "error": f"{type(exc).__name__}: {exc}"}})
             return failed[-1] if failed else None
 

@@ -15,6 +15,12 @@ In a scenario (YAML), ``nemesis:`` is a list of steps, or a mapping with any of 
 ``at`` is seconds after the schedule starts; ``duration`` (optional) heals the fault after that
 long, otherwise it stays until a later ``start``/``unpause``/``heal`` step or the run's final heal.
 Anything a fault needs beyond its targets goes in ``params`` (e.g. ``probability``, ``rate``).
+
+``when`` makes a step wait for the state a claim needs, not a guessed delay: ``{same: [EXPR,
+EXPR], within: S}`` applies the step once both target expressions name the same nodes (K8:
+``{same: [isr, leader], within: 30}``, the ISR already shrunk to the leader), at ``at`` or
+later; if that does not happen within ``S`` seconds the step fails, and a failed step leaves
+the run undecided.
 """
 from __future__ import annotations
 
@@ -38,10 +44,14 @@ class Step:
     targets: Any = None
     duration: float | None = None
     params: dict = field(default_factory=dict)
+    when: dict | None = None  # {"same": [EXPR, EXPR], "within": S}: see the module's doc
 
     def to_json(self) -> dict:
-        return {"at": self.at, "fault": self.fault, "targets": self.targets,
-                "duration": self.duration, "params": dict(self.params)}
+        out = {"at": self.at, "fault": self.fault, "targets": self.targets,
+               "duration": self.duration, "params": dict(self.params)}
+        if self.when:
+            out["when"] = dict(self.when)
+        return out
 
 
 def _check_keys(where: str, data: dict, allowed: set[str], required: set[str] = frozenset()) -> None:
@@ -67,15 +77,26 @@ def _fault(where: str, name: Any) -> str:
     return name
 
 
+def when(data: Any, where: str) -> dict:
+    """A step's precondition: ``{same: [EXPR, EXPR], within: S}``."""
+    where = f"{where}.when"
+    _check_keys(where, data, {"same", "within"}, {"same", "within"})
+    same = data["same"]
+    if not isinstance(same, list) or len(same) != 2 or not all(isinstance(x, str) for x in same):
+        raise ScheduleError(f"{where}: field 'same' must be a list of two target expressions, not {same!r}")
+    return {"same": list(same), "within": _num(where, "within", data["within"], 0.001)}
+
+
 def step(data: dict, where: str = "step") -> Step:
-    _check_keys(where, data, {"at", "fault", "targets", "duration", "params"}, {"at", "fault"})
+    _check_keys(where, data, {"at", "fault", "targets", "duration", "params", "when"}, {"at", "fault"})
     duration = data.get("duration")
     params = data.get("params") or {}
     if not isinstance(params, dict):
         raise ScheduleError(f"{where}: field 'params' must be a mapping")
     return Step(at=_num(where, "at", data["at"]), fault=_fault(where, data["fault"]),
                 targets=data.get("targets"), params=dict(params),
-                duration=None if duration is None else _num(where, "duration", duration))
+                duration=None if duration is None else _num(where, "duration", duration),
+                when=None if data.get("when") is None else when(data["when"], where))
 
 
 def _span(where: str, name: str, value: Any) -> tuple[float, float]:

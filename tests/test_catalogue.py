@@ -178,7 +178,8 @@ def test_merge_takes_the_latest_row_per_scenario(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     catalogue.write_outputs([_row("R1-mirrored-kill-master", True), _row("R4-when-synced-master-wiped", None,
                                                                          harness_error=True)], [], a, "a")
-    catalogue.write_outputs([_row("R4-when-synced-master-wiped", False)], [], b, "b")
+    catalogue.write_outputs([_row("R4-when-synced-master-wiped", False), _row("R4z-a-file-since-removed", True)],
+                            [], b, "b")
     out = catalogue.merge([a, b], results=tmp_path, kind="merged")
     import json
     rows = json.loads((out / "summary.json").read_text())
@@ -213,14 +214,19 @@ def test_a_runs_measurements_from_its_files(tmp_path, broker):
     (tmp_path / "history" / "produce-p0.jsonl").write_text("".join(json.dumps(
         {"msg_id": f"p0-{i}", "producer": "p0", "seq": i, "outcome": "ok", "t_invoke": i, "t_complete": i + 0.1}) + "\n"
         for i in range(20)))
-    (tmp_path / "history" / "consume-c0.jsonl").write_text(json.dumps({"msg_id": "p0-1", "consumer": "c0", "t": 2.0}) + "\n")
+    (tmp_path / "history" / "consume-c0.jsonl").write_text("".join(json.dumps(
+        {"msg_id": f"p0-{i}", "consumer": "c0", "t": 2.0, "redelivered": i == 2}) + "\n" for i in (1, 2)))
     nodes = brokers.get(broker).cluster().nodes()
     (tmp_path / store.OBSERVATIONS).write_text("".join(json.dumps(
         {"t": t, "nodes": {n: "running" if t < 5 or n != nodes[-1] else "stopped" for n in nodes},
          "leader": "kafka1", "isr": ["kafka1", "kafka2"], "controller": "kafka1", "master": "rabbit1",
          "members": nodes, "online": nodes}) + "\n" for t in range(10)))
-    m = observe.measure(brokers.get(broker), tmp_path, sc, {"phases": {"faults": 3.0, "stop-producers": 15.0}})
+    m = observe.measure(brokers.get(broker), tmp_path, sc, {"phases": {"faults": 3.0, "stop-producers": 15.0},
+                                                         "consumer_crashes": {"c0": 1, "c1": 2}})
     assert "error" not in m
+    if sc.live_consumers:  # Q4's requirements: a crash and a redelivery happened
+        assert m.pop("redelivered_deliveries") == 1 and m.pop("consumer_crashes") == 3
+    assert "redelivered_deliveries" not in m
     assert m["nodes_down_s"][nodes[-1]] == 4.0 and m["client_timeouts"] and m["blocked_s"] > 0
     assert set(m) - {"nodes_down_s", "client_timeouts", "blocked_s"} <= sc.measurement_names() | {
         "isr_timeline", "queue_timeline"}

@@ -30,6 +30,16 @@ def _jars(ctx: Path) -> None:
         raise RuntimeError(f"maven did not resolve kafka/zookeeper jars into {libs}")
 
 
+def placement(brokers: list[str], controller: str | None, leader: str, rf: int) -> list[str]:
+    """A partition's replicas, preferred leader first: on the controller, or on a broker that
+    is not (the controller then a follower whenever the replicas leave room for it)."""
+    if controller not in brokers:
+        raise RuntimeError(f"no controller to place the leader by (controller: {controller})")
+    others = [b for b in brokers if b != controller]
+    order = [controller, *others] if leader == "controller" else [others[0], controller, *others[1:]]
+    return order[:rf]
+
+
 class Kafka(Broker):
     name = "kafka"
     scenario_model = KafkaScenario
@@ -58,10 +68,13 @@ class Kafka(Broker):
                 "topic": names("org.apache.kafka.storage.internals.log.LogConfig")}
 
     def declare(self, run: Any) -> None:
-        t = run.sc.topic
-        run.cluster.create_topic(t.name, partitions=t.partitions, replication_factor=t.replication_factor,
-                                 config={k: (str(v).lower() if isinstance(v, bool) else str(v))
-                                         for k, v in t.config.items()})
+        t, c = run.sc.topic, run.cluster
+        replicas = None
+        if t.leader != "any":
+            replicas = [placement(c.brokers(), c.controller(), t.leader, t.replication_factor)] * t.partitions
+        c.create_topic(t.name, partitions=t.partitions, replication_factor=t.replication_factor,
+                       config={k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in t.config.items()},
+                       replicas=replicas)
 
     def producers(self, run: Any) -> list:
         sc, w = run.sc, run.sc.workload

@@ -12,7 +12,7 @@ from harness.spec import BaseScenario, BaseWorkload, Strict
 
 MEASUREMENTS = {"isr_min", "isr_below_2_s", "isr_shrink_s", "leaders_seen", "leader_changes",
                 "new_leader_elected", "controller_changes", "new_controller_elected", "leaderless_s",
-                "log_truncations", "isr_below_min_s"}
+                "log_truncations", "isr_below_min_s", "leader_is_controller"}
 
 
 class TopicSpec(Strict):
@@ -20,6 +20,10 @@ class TopicSpec(Strict):
     partitions: int = Field(1, ge=1)
     replication_factor: int = Field(3, ge=1, le=3)
     config: dict[str, Any] = Field(default_factory=dict)  # topic configs, by Kafka's own names
+    # Where the partitions' leader starts, relative to the controller found at creation
+    # (the preferred replica is placed there); a scenario that depends on it says so in
+    # require: {leader_is_controller: ...}, since the controller can move before the fault.
+    leader: Literal["any", "controller", "not_controller"] = "any"
 
     @field_validator("config")
     @classmethod

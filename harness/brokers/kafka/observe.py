@@ -31,6 +31,12 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
         full = len(ok[0]["isr"])
         shrunk = [s["t"] for s in ok if s["t"] >= fault_start and len(s["isr"]) < full]
         m["isr_shrink_s"] = round(shrunk[0] - fault_start, 2) if shrunk else None
+        # the placement when the faults began: the claims of K4-K9 turn on it (since 2.7 an
+        # ISR change goes through the controller, so a leader cut from it cannot shrink the ISR)
+        before = [s for s in ok if s["t"] <= fault_start] or ok[:1]
+        last = before[-1]
+        m["leader_is_controller"] = (last["leader"] == last.get("controller")
+                                     if last["leader"] and last.get("controller") else None)
     return m
 
 

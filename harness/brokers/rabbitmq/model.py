@@ -40,6 +40,7 @@ class RabbitWorkload(BaseWorkload):
     auto_ack: bool = False
     single_active_consumer: bool = False
     cancel_on_failover: bool = True
+    persistent: bool = Field(True, description="delivery_mode 2; false: lost on restart (seed 000)")
     consumer_delay: float = Field(0, ge=0, le=1, description="seconds of work per delivery")
     # Where consumers connect first: a node name, or "followers" / "leader" of the quorum queue
     # (resolved when the run starts; Q5 attaches the consumer to a follower's node).

@@ -55,7 +55,7 @@ def producers(run) -> list:
         out.append(RabbitPublisher(
             name, endpoints(run.cluster), sc.queue.name, run.writer("produce", name), run.clock,
             run.stop_all, rate=w.rate, max_messages=w.max_messages, window=w.window,
-            confirm_timeout=w.confirm_timeout, size=w.message_size, first=i))
+            confirm_timeout=w.confirm_timeout, size=w.message_size, first=i, persistent=w.persistent))
     return out
 
 
@@ -127,6 +127,14 @@ def drain(run) -> dict:
             return False
         if queue_depth(run.cluster, sc.queue.name) == 0:
             return True
+        if not any(c.name.startswith("drain") for c in run.consumers):
+            # messages left and every consumer idle: the load's consumers are stuck (seed 001: no
+            # x-cancel-on-ha-failover), which the run measures; fresh ones read the rest
+            fresh = consumers(run, names=["drain0", "drain1"], delay=0)
+            for c in fresh:
+                c.start()
+            run.consumers += fresh
+            return False
         # R4: the queue itself was lost; there is nothing left to drain, and that is the finding
         if queue_gone(run.cluster, sc.queue.name):
             gone.append(True)
