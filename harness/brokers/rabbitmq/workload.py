@@ -106,6 +106,9 @@ def prefill(run) -> dict:
             "rate": round(w.stats.ok / max(time.monotonic() - t0, 1e-6), 1)}
 
 
+STUCK_AFTER = 15.0  # seconds without a delivery, messages left: the consumers are stuck
+
+
 def drain(run) -> dict:
     """Consume until the queue/topic is empty and idle; report whether it was."""
     sc, t = run.sc, run.sc.timing
@@ -127,18 +130,19 @@ def drain(run) -> dict:
             return False
         if queue_depth(run.cluster, sc.queue.name) == 0:
             return True
-        if not any(c.name.startswith("drain") for c in run.consumers):
-            # messages left and every consumer idle: the load's consumers are stuck (seed 001: no
+        # R4: the queue itself was lost; there is nothing left to drain, and that is the finding
+        if queue_gone(run.cluster, sc.queue.name):
+            gone.append(True)
+            return True
+        stuck = all(run.clock.now() - c.last_delivery >= STUCK_AFTER for c in run.consumers)
+        if stuck and not any(c.name.startswith("drain") for c in run.consumers):
+            # messages left and every consumer idle for longer than the management API's
+            # statistics can lag (5 s): the load's consumers are stuck (seed 001: no
             # x-cancel-on-ha-failover), which the run measures; fresh ones read the rest
             fresh = consumers(run, names=["drain0", "drain1"], delay=0)
             for c in fresh:
                 c.start()
             run.consumers += fresh
-            return False
-        # R4: the queue itself was lost; there is nothing left to drain, and that is the finding
-        if queue_gone(run.cluster, sc.queue.name):
-            gone.append(True)
-            return True
         return False
 
     try:
