@@ -51,6 +51,12 @@ def test_sigkill_mid_partition_is_undecided_and_never_unexpected(tmp_path):
         run_dir = next(runs.glob("20*"))
         # let the partition bite: some publishes wait for their confirm when the harness dies
         wait_until(lambda: len(store.history_records(run_dir, "consume")) > 50, 60, "deliveries")
+
+        def in_flight() -> bool:  # kill only once a publish waits for its confirm (the point)
+            recs = store.history_records(run_dir, "produce")
+            return bool({r["msg_id"] for r in recs if r["outcome"] == "invoke"}
+                        - {r["msg_id"] for r in recs if r["outcome"] != "invoke"})
+        wait_until(in_flight, 60, "a publish in flight", 0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         healed = _cli("heal", "all", env=env)
