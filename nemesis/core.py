@@ -269,23 +269,23 @@ class Nemesis:
         # (a silent skip would let the run be judged as if it had)
         for _, key, action, obj in queue:
             if action == "apply" and key in deadlines:
-                _, seen = self._condition(obj.when)
-                waited = round(obj.when["within"] - (deadlines[key] - time.monotonic()), 2)
-                self._apply_step(obj, on_error, {"same": obj.when["same"], "seen": seen, "waited_s": waited,
-                                                 "failed": True, "cut_short": True})
+                self._apply_step(obj, on_error, self._ready(obj, key, deadlines, cut_short=True))
         if end is not None:
             self._wait_until(end, stop)
 
-    def _ready(self, st: Step, key: int, deadlines: dict[int, float]) -> dict:
-        """What a step's ``when`` found: {} to look again later. Past its ``within`` the step
-        goes ahead to fail (``apply`` raises, ``_apply_step`` records why): the claim's set-up
-        never happened, so nothing after it may count as evidence."""
+    def _ready(self, st: Step, key: int, deadlines: dict[int, float], cut_short: bool = False) -> dict:
+        """What a step's ``when`` found: {} to look again later. Past its ``within``, or
+        ``cut_short`` by the schedule's end, the step goes ahead to fail (``apply`` raises,
+        ``_apply_step`` records why): the claim's set-up never happened, so nothing after it
+        may count as evidence."""
         now = time.monotonic()
         deadlines.setdefault(key, now + st.when["within"])
         ok, seen = self._condition(st.when)
         waited = round(st.when["within"] - (deadlines[key] - now), 2)
-        if ok:
+        if ok and not cut_short:
             return {"same": st.when["same"], "nodes": seen[0], "waited_s": waited}
+        if cut_short:
+            return {"same": st.when["same"], "seen": seen, "waited_s": waited, "failed": True, "cut_short": True}
         if now >= deadlines[key]:
             return {"same": st.when["same"], "seen": seen, "waited_s": waited, "failed": True}
         return {}

@@ -106,6 +106,14 @@ def prefill(run) -> dict:
             "rate": round(w.stats.ok / max(time.monotonic() - t0, 1e-6), 1)}
 
 
+def _drainers(run) -> list:
+    """Two fresh consumers, started, that read what is left at full speed."""
+    fresh = consumers(run, names=["drain0", "drain1"], delay=0)
+    for c in fresh:
+        c.start()
+    return fresh
+
+
 STUCK_AFTER = 15.0  # seconds without a delivery, messages left: the consumers are stuck
 
 
@@ -116,9 +124,7 @@ def drain(run) -> dict:
     # Scenarios whose story needs the queue to fill (R2-R5: no consumers during the faults)
     # are drained by fresh consumers; slow consumers (R6) stop dawdling.
     if not run.consumers:
-        run.consumers = consumers(run, names=["drain0", "drain1"], delay=0)
-        for c in run.consumers:
-            c.start()
+        run.consumers = _drainers(run)
     for c in run.consumers:
         c.delay = 0
 
@@ -139,10 +145,7 @@ def drain(run) -> dict:
             # messages left and every consumer idle for longer than the management API's
             # statistics can lag (5 s): the load's consumers are stuck (seed 001: no
             # x-cancel-on-ha-failover), which the run measures; fresh ones read the rest
-            fresh = consumers(run, names=["drain0", "drain1"], delay=0)
-            for c in fresh:
-                c.start()
-            run.consumers += fresh
+            run.consumers += _drainers(run)
         return False
 
     try:
