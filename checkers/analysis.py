@@ -252,6 +252,45 @@ def _decode_identity(rows: list, sums: list[str]) -> dict[int, dict]:
     return out
 
 
+def loss_detail(produce: DataFrame, consume: DataFrame | None, lost_last: dict[int, float]) -> dict[int, dict]:
+    """For the runs with loss ({run id: the last lost message's confirm time}): the lost
+    messages by the node and the producer that wrote them (R7/R8: the loser's side), and how
+    many delivered messages had been confirmed no later than the last lost one (0: the loss
+    is exactly every write up to a moment, R2). A second, small job: lossless runs skip it."""
+    runs = list(lost_last)
+    ok = (produce.where(~F.col("_bad") & (F.col("outcome") == "ok") & F.col("run").isin(*runs))
+          .groupBy("run", "msg_id")
+          .agg(F.max("node").alias("node"), F.max("producer").alias("producer"), F.max("t_complete").alias("t")))
+    if consume is None:
+        got = ok.select("run", "msg_id").limit(0)
+    else:
+        got = consume.where(~F.col("_bad") & F.col("run").isin(*runs)).select("run", "msg_id").distinct()
+    lost = (ok.join(got, ["run", "msg_id"], "left_anti")
+            .groupBy("run", "node", "producer").count())
+    bounds = ok.sparkSession.createDataFrame([(r, float(t)) for r, t in lost_last.items()], "run int, last double")
+    kept = (ok.join(got, ["run", "msg_id"], "left_semi").join(F.broadcast(bounds), "run")
+            .where(F.col("t") <= F.col("last")).groupBy("run").count())
+    out = {r: {"lost_by_node": {}, "lost_by_producer": {}, "kept_before_lost_last": 0} for r in runs}
+
+    def by_side(rows):
+        for row in rows:
+            d = out[row.run]
+            for key, name in (("lost_by_node", row.node or "?"), ("lost_by_producer", row.producer or "?")):
+                d[key][name] = d[key].get(name, 0) + int(row["count"])
+        return out
+
+    def before(rows):
+        for row in rows:
+            out[row.run]["kept_before_lost_last"] = int(row["count"])
+        return out
+
+    run_queries([(lost, by_side), (kept.select("run", "count"), before)])
+    for d in out.values():
+        d["lost_by_node"] = dict(sorted(d["lost_by_node"].items()))
+        d["lost_by_producer"] = dict(sorted(d["lost_by_producer"].items()))
+    return out
+
+
 def collisions_query(produce: DataFrame) -> Query:
     """Runs in which two distinct producer names share a 64-bit hash (then
     `id_conflicts`, computed on hashes, must be recomputed exactly)."""

@@ -79,6 +79,8 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
     if lookup and consume is not None:
         order = {r: o for r, o in order.items() if r not in lookup}
         order.update(A.ordering(produce, consume, {r: rules[r] for r in lookup}, lookup, exact=not large))
+    lossy = {rid: d["lost_window"][1] for rid, d in ident.items() if d.get("lost") and d.get("lost_window")}
+    detail = A.loss_detail(produce, consume, lossy) if lossy else {}
     unknown = set(ident) | set(order) | set(unav)
     unknown -= set(ids)
     if unknown:
@@ -89,6 +91,7 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
         d = ident.get(rid) or {k: 0 for k in A.COUNT_FIELDS} | {"samples": {k: [] for k in A.ANOMALY_KINDS},
                                                                 "lost_window": None}
         d["malformed_lines"] += sum((run.parquet_malformed or {}).values())
+        d.update(detail.get(rid) or {"lost_by_node": {}, "lost_by_producer": {}, "kept_before_lost_last": None})
         o = order.get(rid, {"ordering_violations": 0, "samples": []})
         d["ordering"] = rules[rid]
         d["ordering_violations"] = o["ordering_violations"]

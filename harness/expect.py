@@ -4,6 +4,13 @@
 string (">0", "<=5", "==0"), true/false, or a list / mapping compared whole. Nested
 mappings name nested quantities (``throughput_ratio: {all_vs_none: "<0.35"}`` is
 ``throughput_ratio.all_vs_none``) unless the quantity itself is a mapping.
+
+A time window (``lost_window``: when the lost messages were confirmed; ``unavailable_window``:
+from the first unavailable interval's start to the last one's end) is judged against the
+faults' own times: ``lost_window: {ends_after: f1.end, ends_before: f2.start}`` (R2: the loss
+ends between the restarted mirror's return and the master's kill). ``fN`` is the N-th fault
+the schedule applies (a ``start``/``unpause`` step ends one, it does not count), ``.start``
+when it was applied, ``.end`` when it was lifted; a number is seconds on the run's clock.
 """
 from __future__ import annotations
 
@@ -17,9 +24,12 @@ from harness.verdicts import merge
 CHECKER_KEYS = {"attempted", "ok", "fail", "info", "produce_records", "delivered", "deliveries", "lost",
                 "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
                 "id_conflicts", "ordering_violations", "malformed_lines", "unavailable_s", "valid",
-                "unavailable_intervals", "drain_complete", "unavailable_s_producer_max", "read_gap_max_s"}
-# Figures derived from the checker's: the share of confirmed messages lost (R4: the whole queue).
-DERIVED_KEYS = {"lost_share"}
+                "unavailable_intervals", "drain_complete", "unavailable_s_producer_max", "read_gap_max_s",
+                "lost_window", "unavailable_window", "lost_by_node", "lost_by_producer", "lost_nodes",
+                "kept_before_lost_last"}
+# Figures derived from the checker's: the share of confirmed messages lost (R4: the whole queue);
+# whether every lost write was taken by the nodes of one side of the first cut (R8).
+DERIVED_KEYS = {"lost_share", "lost_on_one_side"}
 # What the run loop measures for every broker (run.json measurements).
 RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s", "redelivered_deliveries", "consumer_crashes",
             "consumers_silent"}
@@ -29,6 +39,9 @@ OWN_EVIDENCE = {"self_healed"}
 OPS = {">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
        ">": operator.gt, "<": operator.lt}
 COMPARISON = re.compile(r"^\s*(>=|<=|==|!=|>|<)?\s*(-?[0-9.]+(?:e-?[0-9]+)?)\s*$")
+WINDOW = {"starts_after": (0, operator.ge), "starts_before": (0, operator.le),
+          "ends_after": (1, operator.ge), "ends_before": (1, operator.le)}
+FAULT_TIME = re.compile(r"^f([1-9][0-9]*)\.(start|end)$")
 
 
 def decidable(sc) -> set[str]:
@@ -50,15 +63,19 @@ def flatten(d: dict, prefix: str = "") -> dict:
 
 def expectations(sc, field: str = "expect") -> dict:
     """The scenario's predictions (or, with ``field="require"``, its requirements) with nested
-    mappings flattened (``a: {b: x}`` is ``a.b: x``), except where the quantity itself is a
+    mappings flattened at any depth (``a: {b: {c: x}}`` is ``a.b.c: x``), except where the quantity itself is a
     mapping (``masters_after: {rabbit1: 3, ...}``)."""
     keys = decidable(sc)
     out = {}
-    for k, v in getattr(sc, field).items():
+
+    def walk(k: str, v: Any) -> None:
         if isinstance(v, dict) and k not in keys:
-            out.update({f"{k}.{kk}": vv for kk, vv in v.items()})
+            for kk, vv in v.items():
+                walk(f"{k}.{kk}", vv)
         else:
             out[k] = v
+    for k, v in getattr(sc, field).items():
+        walk(k, v)
     return out
 
 
@@ -77,6 +94,17 @@ def measured(result: dict, info: dict) -> dict:
     if isinstance(result.get("ok"), int) and isinstance(result.get("lost"), int) and result["ok"]:
         m["lost_share"] = round(result["lost"] / result["ok"], 4)
     m["drain_complete"] = (info.get("drain") or {}).get("complete")
+    m["lost_window"] = result.get("lost_window")
+    unav = result.get("unavailable") or []
+    m["unavailable_window"] = [min(a for a, _ in unav), max(z for _, z in unav)] if unav else None
+    for key in ("lost_by_node", "lost_by_producer"):
+        if isinstance(result.get(key), dict):
+            m.update(flatten({key: result[key]}))
+            if key == "lost_by_node":
+                m["lost_nodes"] = sorted(n for n, k in result[key].items() if k)
+    sides = (info.get("measurements") or {}).get("partition_sides")
+    if sides and m.get("lost_nodes"):  # the source's "the losing side's writes are lost" (R8)
+        m["lost_on_one_side"] = any(set(m["lost_nodes"]) <= set(s) for s in sides)
     m.update(flatten(info.get("measurements") or {}))
     if info.get("prefill"):
         m.update(flatten({"prefill": info["prefill"]}))
@@ -99,6 +127,38 @@ def judge(expected: Any, actual: Any) -> bool | None:
     return OPS[m.group(1) or "=="](actual, float(m.group(2)))
 
 
+def is_window(expected: Any) -> bool:
+    return isinstance(expected, dict) and bool(expected) and set(expected) <= set(WINDOW)
+
+
+def window_problems(expected: dict, faults: int) -> list[str]:
+    """What is wrong with a window prediction, given how many faults the schedule applies."""
+    out = []
+    for k, ref in expected.items():
+        if isinstance(ref, (int, float)) and not isinstance(ref, bool):
+            continue
+        m = FAULT_TIME.match(str(ref))
+        if not m:
+            out.append(f"{k}: {ref!r} is neither seconds nor fN.start / fN.end")
+        elif int(m.group(1)) > faults:
+            out.append(f"{k}: {ref} names fault {m.group(1)}, but the schedule applies {faults}")
+    return out
+
+
+def judge_window(expected: dict, actual: Any, m: dict) -> bool | None:
+    """Each bound of the window against a fault's time (or a number); None when the window
+    or a fault's time is unknown (no loss has no loss window: the run decides nothing on it)."""
+    if not (isinstance(actual, (list, tuple)) and len(actual) == 2):
+        return None
+    out: list[bool | None] = []
+    for k, ref in expected.items():
+        side, op = WINDOW[k]
+        f = FAULT_TIME.match(str(ref))
+        t = m.get(f"faults_at.f{f.group(1)}.{f.group(2)}") if f else ref
+        out.append(op(actual[side], t) if isinstance(t, (int, float)) and actual[side] is not None else None)
+    return merge(out)
+
+
 def checkable(expected: Any) -> bool:
     """A prediction ``judge`` can decide (not free text)."""
     return isinstance(expected, (bool, int, float, list, dict)) or bool(COMPARISON.match(str(expected)))
@@ -109,7 +169,8 @@ def _failed(checks: list[dict]) -> str:
 
 
 def _checks(wanted: dict, m: dict) -> list[dict]:
-    return [{"key": key, "expected": exp, "actual": m.get(key), "held": judge(exp, m.get(key)) if key in m else None}
+    return [{"key": key, "expected": exp, "actual": m.get(key),
+             "held": None if key not in m else judge_window(exp, m[key], m) if is_window(exp) else judge(exp, m[key])}
             for key, exp in wanted.items()]
 
 

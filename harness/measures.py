@@ -73,3 +73,69 @@ def consumers_silent(consume: list[dict], before: float, after: float, until: fl
         if after < t <= until:
             late.add(c)
     return sorted(c for c in first if c not in late)
+
+
+def ack_latency_max(produce: list[dict], start: float, end: float) -> float | None:
+    """The longest a write invoked in [start, end] waited for its acknowledgement (writes
+    that were confirmed): acks=all waits for the slowest member of the ISR (K13)."""
+    waits = [r["t_complete"] - r["t_invoke"] for r in produce if r.get("outcome") == "ok"
+             and isinstance(r.get("t_invoke"), (int, float)) and isinstance(r.get("t_complete"), (int, float))
+             and start <= r["t_invoke"] <= end]
+    return round(max(waits), 3) if waits else None
+
+
+def median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    n = len(ys)
+    return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2
+
+
+# Repetitions a "falls" needs: if the settings made no difference, each repetition would fall
+# by chance with probability 1/2 per adjacent pair, so all of 5 falling has p = 1/32 per pair
+# (a sign test), while the runs of a 2-core machine vary too much for their ranges to part.
+PAIRED_MIN = 5
+
+
+def falls(runs: list[list[float]]) -> bool | None:
+    """Whether a figure falls along a sequence of settings, each measured once per repetition,
+    the repetitions interleaved (R13: throughput as mirrors are added). False when a median
+    does not fall; True when it falls within every repetition, over at least PAIRED_MIN of
+    them; else None (too few repetitions, or one that did not fall)."""
+    if any(not r for r in runs):
+        return None
+    meds = [median(r) for r in runs]
+    if any(b >= a for a, b in zip(meds, meds[1:])):
+        return False
+    n = min(len(r) for r in runs)
+    every = all(all(b[i] < a[i] for a, b in zip(runs, runs[1:])) for i in range(n))
+    return True if every and n >= PAIRED_MIN else None
+
+
+# Student's t, two-sided 95 %, by degrees of freedom (1..9): the repetitions are few.
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262)
+
+
+def mean_ci95(xs: list[float]) -> dict | None:
+    """The mean of ``xs`` and its 95 % t-interval (at least two values, at most ten)."""
+    n = len(xs)
+    if n < 2 or n > len(T95) + 1:
+        return None
+    m = sum(xs) / n
+    sd = (sum((x - m) ** 2 for x in xs) / (n - 1)) ** 0.5
+    half = T95[n - 2] * sd / n ** 0.5
+    return {"mean": round(m, 3), "ci95": [round(m - half, 3), round(m + half, 3)]}
+
+
+def grows(intervals: list[dict | None]) -> bool | None:
+    """Whether a difference grows along a sequence (R6: blocked seconds, automatic minus
+    manual, by queue size), judged by the first and last 95 % intervals: True when the last
+    lies above zero and above the first, False when the last lies at or below zero or below
+    the first; else None (the intervals overlap: the repetitions do not decide)."""
+    if len(intervals) < 2 or intervals[0] is None or intervals[-1] is None:
+        return None
+    (lo0, hi0), (lo1, hi1) = intervals[0]["ci95"], intervals[-1]["ci95"]
+    if lo1 > 0 and lo1 > hi0:
+        return True
+    if hi1 <= 0 or hi1 < lo0:
+        return False
+    return None

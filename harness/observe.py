@@ -68,6 +68,13 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
     if fault_start is not None and end is not None:
         m["blocked_s"] = blocked_s(produce, consume, fault_start, end)
     m["nodes_down_s"] = nodes_down_s(samples)
+    # each fault's own times, for predictions about when something happened (expect's windows)
+    faults = [f for f in store.read_jsonl(Path(run_dir) / store.NEMESIS_LOG) if f.get("id")]
+    m["faults_at"] = {f["id"]: {"start": f.get("t_start"), "end": f.get("t_end")} for f in faults}
+    # the sides of the first cut, for "the writes of one side were lost" (R7/R8)
+    cut = next((f for f in faults if f.get("fault") == "partition" and (f.get("details") or {}).get("sides")), None)
+    if cut:
+        m["partition_sides"] = cut["details"]["sides"]
     if sc.live_consumers:  # Q4's claim needs a crash and a redelivery to have happened
         m["redelivered_deliveries"] = sum(1 for r in consume if r.get("redelivered") is True)
         m["consumer_crashes"] = sum((info.get("consumer_crashes") or {}).values())

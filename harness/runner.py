@@ -27,6 +27,7 @@ from harness.history import HISTORY_VERSION, JsonlWriter, RunClock
 from harness.scenario import Scenario
 from harness.util import StopWaiting
 from harness.verdicts import EXIT_UNKNOWN, run_exit_code
+from nemesis import net
 from nemesis.core import Nemesis
 
 
@@ -121,6 +122,19 @@ class Run:
         # a batch brings a cluster up in a thread while another run ends: say whose
         who = "" if threading.current_thread() is threading.main_thread() else f"{self.sc.name}: "
         log(f"{who}{name} (t={self.clock.now():.1f}s)")
+
+    def count_links(self) -> Callable[[], dict[str, dict[str, int]]]:
+        """Start counting the bytes each node receives from each other node (iptables rules
+        that only count); returns the reader, which stops counting. Offered to the probes,
+        which sit below the nemesis and reach the network through the run."""
+        rules = net.count_rules(self.cluster.nodes(), self.cluster.address)
+        net.apply_rules(self.cluster, rules)
+
+        def read() -> dict[str, dict[str, int]]:
+            got = net.received_bytes(self.cluster, rules)
+            net.remove_rules(self.cluster, rules)
+            return got
+        return read
 
     def writer(self, kind: str, who: str) -> JsonlWriter:
         return JsonlWriter(self.dir / store.HISTORY / f"{kind}-{who}.jsonl")

@@ -20,7 +20,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from harness import brokers, expect
 from harness.spec import BaseScenario
 from nemesis.faults import missing_capabilities
-from nemesis.schedule import parse as parse_schedule
+from nemesis.schedule import CLOSING, parse as parse_schedule
 from nemesis.targets import expr_problems, targets_problems
 
 Scenario = BaseScenario  # what callers hold: one plug-in's subclass of it
@@ -93,6 +93,10 @@ def parse(data: Any, source: str = "scenario") -> Scenario:
                 for problem in targets_problems(st.fault, st.targets, cluster.nodes(), cluster.roles)]
     lacking += [f"  nemesis: {st.fault} at {st.at:g}s: when.same: {problem}" for st in steps if st.when
                 for expr in st.when["same"] for problem in expr_problems(expr, cluster.nodes(), cluster.roles)]
+    faults = sum(1 for st in steps if st.fault not in CLOSING)
+    lacking += [f"  {field}.{k}.{problem}" for field in ("expect", "require")
+                for k, v in expect.expectations(sc, field).items() if expect.is_window(v)
+                for problem in expect.window_problems(v, faults)]
     bad = expect.undecidable(sc)
     lacking += [f"  {k}: no {broker} run measures this (measured: {', '.join(sorted(expect.decidable(sc)))})"
                 for k in bad]

@@ -34,13 +34,12 @@ from harness.brokers.base import NodeExitedError
 from harness.history import JsonlWriter, RunClock
 from nemesis import faults as F
 from nemesis import net
-from nemesis.schedule import FAULTS, Step, parse
+from nemesis.schedule import CLOSING, FAULTS, Step, parse
 from nemesis.targets import resolve
 
 STATE_FILE = store.NEMESIS_STATE
 LOG_FILE = store.NEMESIS_LOG
 FINDINGS_FILE = store.FINDINGS
-CLOSING = ("start", "unpause", "heal")  # steps that end earlier faults rather than start one
 POLL = 0.5  # how often a step's ``when`` is looked at again
 
 

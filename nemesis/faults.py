@@ -95,6 +95,7 @@ def plan_partition(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
     f.targets = involved
     f.details.update({"grudge": g.to_json(grudge),
                       "links": sorted(sorted(link) for link in g.links(grudge)),
+                      "sides": g.sides(grudge, ctx.cluster.nodes()),
                       "addresses": {n: addr(n) for n in involved},
                       "rules": rules})
     if prob is not None:

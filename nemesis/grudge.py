@@ -129,6 +129,14 @@ def links(grudge: Mapping[str, Iterable[str]]) -> set[frozenset[str]]:
     return {frozenset((a, b)) for a, peers in grudge.items() for b in peers}
 
 
+def sides(grudge: Mapping[str, Iterable[str]], nodes: Iterable[str]) -> list[list[str]]:
+    """The sides of a cut: each node with the nodes it still reaches, both ways (a partial
+    cut's bridge node sees both halves: a side of its own). Sorted, each once."""
+    nodes = _nodes(nodes)
+    reach = {n: {m for m in nodes if m not in grudge.get(n, ()) and n not in grudge.get(m, ())} for n in nodes}
+    return [list(s) for s in sorted({tuple(sorted(r)) for r in reach.values()}, key=lambda s: (len(s), s))]
+
+
 def is_symmetric(grudge: Mapping[str, Iterable[str]]) -> bool:
     return all(a in grudge.get(b, ()) for a, peers in grudge.items() for b in peers)
 

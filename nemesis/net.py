@@ -157,6 +157,36 @@ def dropped(cluster: Any, rules: Rules, fault_id: str) -> dict[str, int]:
     return out
 
 
+BYTES = "bytes"  # the tag of counting rules: mqchaos:bytes:<peer>
+
+
+def count_rules(nodes: Iterable[str], addr_of: Callable[[str], str]) -> Rules:
+    """Rules with no target (they count and let the packet go on to any drop rule after them):
+    on each node, one per peer, for the bytes it receives from that peer."""
+    nodes = sorted(nodes)
+    return _per_link({n: [m for m in nodes if m != n] for n in nodes}, addr_of, lambda peer, addr: [
+        shlex.join([CHAIN_IN, "-s", f"{addr}/32", *_tag(f"{BYTES}:{peer}")])])
+
+
+def parse_bytes(listing: str) -> dict[str, int]:
+    """{peer: bytes} from an ``iptables -L -v -x -n`` listing's counting rules (the byte count
+    is a rule line's second word)."""
+    out: dict[str, int] = {}
+    for line in listing.splitlines():
+        words = line.split()
+        if len(words) > 3 and words[0].isdigit() and words[-1] == "*/" and words[-2].startswith(f"{TAG}:{BYTES}:"):
+            peer = words[-2].split(":", 2)[2]
+            out[peer] = out.get(peer, 0) + int(words[1])
+    return out
+
+
+def received_bytes(cluster: Any, rules: Rules) -> dict[str, dict[str, int]]:
+    """Per running node, the bytes received from each peer since its counting rules were
+    added (a restarted node lost them with its network namespace: left out)."""
+    return {node: parse_bytes(run_script(cluster, node, LIST_COUNTERS, check=False))
+            for node in rules if cluster.running(node)}
+
+
 def clear_node(cluster: Any, node: str) -> None:
     run_script(cluster, node, clear_script(), check=False)
 

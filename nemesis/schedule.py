@@ -30,6 +30,8 @@ from typing import Any
 
 FAULTS = ("partition", "loss", "bandwidth", "kill", "stop", "pause", "wipe", "power_loss", "start",
           "unpause", "restart", "restart_app", "rolling_restart", "heal")
+# steps that end earlier faults rather than start one (faults are numbered f1, f2, ... without them)
+CLOSING = ("start", "unpause", "heal")
 MAX_STEPS = 10_000  # generators are bounded by count/until; this is the backstop
 
 

@@ -102,6 +102,19 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
     out = {k: len(v) for k, v in kinds.items()}
     lost_t = [ok_t[m] for m in kinds["lost"]]
     out["lost_window"] = [min(lost_t), max(lost_t)] if lost_t else None
+    # who wrote the lost messages (their confirmed records' greatest node / producer name), and
+    # how many delivered messages were confirmed no later than the last lost one
+    ok_by: dict[str, list] = defaultdict(list)
+    for r in produce:
+        if r["outcome"] == "ok":
+            ok_by[r["msg_id"]].append(r)
+    side: dict[str, dict] = {"lost_by_node": defaultdict(int), "lost_by_producer": defaultdict(int)}
+    for m in kinds["lost"]:
+        side["lost_by_node"][max(r.get("node") or "?" for r in ok_by[m])] += 1
+        side["lost_by_producer"][max(r["producer"] for r in ok_by[m])] += 1
+    out.update({k: dict(sorted(v.items())) for k, v in side.items()})
+    out["kept_before_lost_last"] = (sum(1 for m, t in ok_t.items() if dlv[m] > 0 and t <= max(lost_t))
+                                    if lost_t else None)
     out["samples"] = {k: v[:20] for k, v in kinds.items()}
     out.update(
         attempted=len(best),

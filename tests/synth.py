@@ -43,7 +43,8 @@ def build(rng: random.Random, *, producers=2, per_producer=50, consumers=1, p_fa
             if outage and outage[0] <= t_cmp <= outage[1]:
                 outcome = rng.choice(["fail", "info"])
             produce.append({"msg_id": f"{name}-{seq}", "producer": name, "seq": seq, "outcome": outcome,
-                            "t_invoke": t_inv, "t_complete": t_cmp, "node": "n1", "error": None})
+                            "t_invoke": t_inv, "t_complete": t_cmp, "node": f"n{p % 3 + 1}",
+                            "error": None})
     planted = Planted()
     oks = [r for r in produce if r["outcome"] == "ok"]
     rng.shuffle(oks)

@@ -228,5 +228,5 @@ def test_a_runs_measurements_from_its_files(tmp_path, broker):
         assert m.pop("redelivered_deliveries") == 1 and m.pop("consumer_crashes") == 3
     assert "redelivered_deliveries" not in m
     assert m["nodes_down_s"][nodes[-1]] == 4.0 and m["client_timeouts"] and m["blocked_s"] > 0
-    assert set(m) - {"nodes_down_s", "client_timeouts", "blocked_s"} <= sc.measurement_names() | {
+    assert set(m) - {"nodes_down_s", "client_timeouts", "blocked_s", "faults_at"} <= sc.measurement_names() | {
         "isr_timeline", "queue_timeline"}

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.spark
 COMPARED = ("attempted", "ok", "fail", "info", "produce_records", "delivered", "deliveries", "lost",
             "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
             "id_conflicts", "malformed_lines", "ordering_violations", "unavailable", "lost_window",
-            "unavailable_by_producer", "read_gaps")
+            "unavailable_by_producer", "read_gaps", "lost_by_node", "lost_by_producer",
+            "kept_before_lost_last")
 
 
 def run_checker(spark, dirs, ordering=None, threshold=1.0, parquet=True):
@@ -457,3 +458,21 @@ def test_one_producers_outage_is_not_hidden_by_another(spark, tmp_path):
     assert res["unavailable"] == [] and res["unavailable_s"] == 0
     assert list(res["unavailable_by_producer"]) == ["p0"] and res["unavailable_s_producer_max"] == 9.6
     assert res["read_gap_max_s"] >= 10.0 and list(res["read_gaps"]) == ["c0"]
+
+
+def test_loss_by_writer_and_as_a_prefix(spark, tmp_path):
+    """R2's shape (every write up to a moment lost, none after) against a scattered loss, and
+    R7's (the lost messages' nodes): both against the reference."""
+    produce, consume, _, _ = synth.build(random.Random(3), producers=3, per_producer=100, p_fail=0, p_info=0)
+    t_cut = 4.0
+    prefix = synth.write_run(tmp_path / "prefix", produce, [c for c in consume if c["t"] - 0.5 > t_cut])
+    res = run_checker(spark, [prefix])[str(prefix)]
+    assert res["lost"] == sum(1 for r in produce if r["t_complete"] <= t_cut) > 0
+    assert res["kept_before_lost_last"] == 0
+    assert res["lost_by_node"] == {"n1": 40, "n2": 40, "n3": 40}  # seq 0..39 of each, one per node
+    agree(res, reference.check(prefix))
+    one = synth.write_run(tmp_path / "one", produce, [c for c in consume if c["producer"] != "p1" or c["seq"] % 2])
+    res = run_checker(spark, [one])[str(one)]
+    assert res["lost_by_node"] == {"n2": 50} and res["lost_by_producer"] == {"p1": 50}
+    assert res["kept_before_lost_last"] > 0  # the others' writes in between were delivered
+    agree(res, reference.check(one))

@@ -204,3 +204,204 @@ def test_a_step_still_waiting_when_the_schedule_ends_is_recorded_as_failed(tmp_p
     rec, = nem.records
     assert "the schedule ended before its condition held" in rec["details"]["error"]
     assert ("kill", "rabbit2") not in c.calls and undecided({"status": "completed"}, nem.records)
+
+
+# ---- when things happened, and on whose side ----------------------------------------------
+def _rabbit(expect_, nemesis):
+    return parse({"name": "r", "broker": "rabbitmq", "queue": {"type": "quorum"}, "expect": expect_,
+                  "nemesis": nemesis})
+
+
+KILLS = [{"at": 0, "fault": "kill", "targets": "rabbit3"}, {"at": 2, "fault": "start", "targets": "rabbit3"},
+         {"at": 20, "fault": "kill", "targets": "rabbit2"}]
+FAULTS_AT = {"f1": {"start": 30.0, "end": 33.0}, "f2": {"start": 50.0, "end": 80.0}}
+
+
+@pytest.mark.parametrize("window, held", [
+    ([26.5, 43.9], True),    # R2's run: the loss ends between rabbit3's return and the master's kill
+    ([26.5, 31.0], False),   # ends before rabbit3 was back
+    ([26.5, 52.0], False),   # goes on after the master's kill
+    (None, None),            # no loss: no window, nothing to decide by it
+])
+def test_a_window_is_judged_against_the_faults_own_times(window, held):
+    sc = _rabbit({"lost_window": {"ends_after": "f1.end", "ends_before": "f2.start"}}, KILLS)
+    v = expect.verdict(sc, {"lost": 5, "ok": 9, "valid": False, "lost_window": window, "unavailable": []},
+                       {"drain": {"complete": True}, "measurements": {"faults_at": FAULTS_AT}})
+    assert v["held"] is held, v
+
+
+def test_unavailable_window_spans_every_interval():
+    m = expect.measured({"unavailable": [[58.1, 60.0], [61.0, 82.5]]}, {"measurements": {"faults_at": FAULTS_AT}})
+    assert m["unavailable_window"] == [58.1, 82.5] and m["faults_at.f2.end"] == 80.0
+    sc = _rabbit({"unavailable_window": {"starts_after": "f2.start", "ends_after": "f2.end"}}, KILLS)
+    assert expect.verdict(sc, {"unavailable": [[58.1, 82.5]], "lost": 0, "ok": 3, "valid": True},
+                          {"measurements": {"faults_at": FAULTS_AT}})["held"] is True
+    assert expect.verdict(sc, {"unavailable": [[40.0, 82.5]], "lost": 0, "ok": 3, "valid": True},
+                          {"measurements": {"faults_at": FAULTS_AT}})["held"] is False
+
+
+@pytest.mark.parametrize("bound, problem", [
+    ("f3.end", "ends_before: f3.end names fault 3, but the schedule applies 2"),
+    ("f1.middle", "ends_before: 'f1.middle' is neither seconds nor fN.start / fN.end"),
+])
+def test_a_window_naming_a_fault_the_schedule_lacks_is_refused(bound, problem):
+    with pytest.raises(ScenarioError, match=f"expect.lost_window.{problem}"):
+        _rabbit({"lost_window": {"ends_before": bound}}, KILLS)
+
+
+def test_lost_nodes_name_the_side_whose_writes_were_lost():
+    m = expect.measured({"lost_by_node": {"rabbit1": 1444, "rabbit2": 0}, "lost": 1444, "ok": 9975}, {})
+    assert m["lost_nodes"] == ["rabbit1"] and m["lost_by_node.rabbit1"] == 1444
+    sc = _rabbit({"lost_nodes": ["rabbit1"]}, [])
+    assert expect.verdict(sc, {"lost_by_node": {"rabbit1": 3, "rabbit3": 1}, "lost": 4, "ok": 9},
+                          {"drain": {"complete": True}})["held"] is False
+
+
+def test_two_masters_at_once_are_counted_from_every_nodes_view():
+    from harness.brokers.rabbitmq.observe import queue_measures
+    samples = [{"t": 0, "nodes": {}, "master": "rabbit1", "views": {"rabbit1": "rabbit1", "rabbit2": "rabbit1"}},
+               {"t": 1, "nodes": {}, "master": "rabbit1", "views": {"rabbit1": "rabbit1", "rabbit2": None}},
+               {"t": 2, "nodes": {}, "master": "rabbit1", "views": {"rabbit1": "rabbit1", "rabbit3": "rabbit3"}},
+               {"t": 3, "nodes": {}, "master": None}]
+    assert queue_measures(samples)["masters_at_once_max"] == 2
+    assert queue_measures(samples[:2])["masters_at_once_max"] == 1
+
+
+def test_ack_latency_follows_the_slow_member_until_the_isr_shrinks():
+    # a follower frozen at t=10; the ISR shrinks at t=22 (sampled), grows back at t=45
+    samples = [{"t": t, "isr": ["k1", "k2", "k3"] if t < 22 or t >= 45 else ["k1", "k2"]} for t in range(0, 60)]
+    produce = [{"outcome": "ok", "t_invoke": t / 10, "t_complete": (max(t / 10, 21.5) if 100 <= t < 215 else t / 10)
+                + 0.01} for t in range(0, 600)]
+    m = kafka_observe.latency_measures(samples, produce, 10.0, 12.0)
+    assert m["ack_latency_max_s"] == 11.51  # the write sent as it froze waited for the shrink
+    assert m["ack_latency_after_isr_shrink_max_s"] == 0.01
+    assert kafka_observe.latency_measures(samples, produce, None, None) == {}
+
+
+# ---- R13: the source's method, repeated ---------------------------------------------------
+@pytest.mark.parametrize("runs, expected", [
+    ([[100, 110, 105, 90, 95], [50, 55, 52, 60, 40], [30, 33, 31, 59, 20]], True),  # falls in each repetition
+    ([[100, 110, 105], [50, 55, 52], [30, 33, 31]], None),       # so, but 3 repetitions: p = 1/8
+    ([[100, 110, 105, 90, 95], [50, 55, 52, 60, 40], [30, 56, 31, 20, 20]], None),  # the 2nd did not fall
+    ([[100, 110, 105], [50, 55, 52], [60, 61, 59]], False),      # 'all' beats 'exactly 2'
+    ([[100], [], [30]], None),
+])
+def test_falls_within_every_repetition_of_enough(runs, expected):
+    from harness.measures import falls
+    assert falls(runs) is expected
+
+
+def test_throughput_measures_per_method_with_the_ratio_range():
+    from harness.brokers.rabbitmq.probes import throughput_measures
+    runs = {"confirms": {"none": [1000, 1200, 900, 1000, 1100], "all": [400, 300, 350, 350, 350]},
+            "perftest": {"none": [15000, 14000], "all": [3000, 3500]}}
+    m = throughput_measures(runs, "none", "confirms")
+    assert m["throughput"] == m["throughput_confirms"] == {"none": 1000.0, "all": 350.0}
+    assert m["throughput_ratio_perftest"] == {"all_vs_none": 0.225}   # median of 0.2 and 0.25
+    assert m["throughput_ratio_range_confirms"] == {"all_vs_none": [0.25, 0.4]}
+    assert m["throughput_falls"] == {"confirms": True, "perftest": None}  # two repetitions decide nothing
+
+
+def test_perftest_rates_are_read_from_its_closing_lines():
+    from harness.brokers.rabbitmq import perftest
+    out = ("id: test-1, time 10.000 s, sent: 62292 msg/s, received: 57940 msg/s\n"
+           "test stopped (Reached time limit)\n"
+           "id: test-1, sending rate avg: 45126 msg/s\nid: test-1, receiving rate avg: 44682 msg/s\n")
+    assert perftest.rates(out) == {"sending": 45126.0, "receiving": 44682.0}
+    with pytest.raises(perftest.PerfTestError, match="no receiving rate: boom"):
+        perftest.rates("boom\n")
+
+
+# ---- Q5: what the network says about where deliveries come from --------------------------
+def test_counting_rules_count_and_let_packets_go_on():
+    from nemesis import net
+    rules = net.count_rules(["rabbit1", "rabbit2", "rabbit3"], {"rabbit1": "10.0.0.1", "rabbit2": "10.0.0.2",
+                                                                 "rabbit3": "10.0.0.3"}.get)
+    assert rules["rabbit2"] == ["MQCHAOS-IN -s 10.0.0.1/32 -m comment --comment mqchaos:bytes:rabbit1",
+                                "MQCHAOS-IN -s 10.0.0.3/32 -m comment --comment mqchaos:bytes:rabbit3"]
+    assert all("-j" not in spec for specs in rules.values() for spec in specs)  # no target: a drop after still drops
+    listing = ("Chain MQCHAOS-IN (1 references)\n"
+               "    pkts      bytes target     prot opt in     out     source               destination\n"
+               "    1200  5123456            all  --  *      *       10.0.0.1             0.0.0.0/0"
+               "            /* mqchaos:bytes:rabbit1 */\n"
+               "      10     2000            all  --  *      *       10.0.0.3             0.0.0.0/0"
+               "            /* mqchaos:bytes:rabbit3 */\n"
+               "       5      300 DROP       all  --  *      *       10.0.0.1             0.0.0.0/0"
+               "            /* mqchaos:f1 */\n")
+    assert net.parse_bytes(listing) == {"rabbit1": 5123456, "rabbit3": 2000}
+
+
+@pytest.mark.parametrize("to_consumer, share", [(7_905_098, 0.042), (14_200_000, 1.0)])
+def test_delivery_network_share_on_a_follower(to_consumer, share):
+    """Q5's run (2026-11-24): the consumer's follower got from the leader 0.27 MB more than the
+    other follower, for 6.5 MB delivered: local delivery; proxied, the whole 6.5 MB more."""
+    from harness.brokers.rabbitmq.probes import delivery_network_share
+    received = {"rabbit1": {"rabbit2": 1_276_876, "rabbit3": 892_623},
+                "rabbit2": {"rabbit1": to_consumer, "rabbit3": 60_113},
+                "rabbit3": {"rabbit1": 7_631_442, "rabbit2": 58_570}}
+    members = {"rabbit1", "rabbit2", "rabbit3"}
+    got = delivery_network_share(received, "rabbit1", members, {"rabbit2"}, 1600 * 4096)
+    assert got == pytest.approx(share, abs=0.01)
+    assert delivery_network_share(received, "rabbit1", members, {"rabbit1"}, 1600 * 4096) is None  # on the leader
+    assert delivery_network_share(received, "rabbit1", members, {"rabbit2", "rabbit3"}, 1600 * 4096) is None
+    assert delivery_network_share(received, "rabbit1", members, {"rabbit2"}, 0) is None
+
+
+def test_delivery_network_share_outside_the_members_counts_everything_they_send():
+    from harness.brokers.rabbitmq.probes import delivery_network_share
+    received = {"rabbit3": {"rabbit1": 6_000_000, "rabbit2": 700_000}}
+    assert delivery_network_share(received, "rabbit1", {"rabbit1", "rabbit2"}, {"rabbit3"}, 6_553_600) == 1.022
+
+
+
+# ---- R6: blocking synchronisation, a difference between modes that grows with size --------
+def test_mean_ci95_against_a_hand_computed_interval():
+    from harness.measures import mean_ci95
+    # mean 2, sd 1, n 3: half-width 4.303 * 1 / sqrt(3) = 2.484
+    assert mean_ci95([1.0, 2.0, 3.0]) == {"mean": 2.0, "ci95": [-0.484, 4.484]}
+    assert mean_ci95([5.0]) is None and mean_ci95([1.0] * 11) is None
+
+
+@pytest.mark.parametrize("first, last, expected", [
+    ([-0.2, 0.3], [8.0, 12.0], True),     # at 10^6 above zero and above 10^5
+    ([-0.2, 0.3], [0.1, 9.0], None),      # above zero, but overlapping the small size's
+    ([-0.2, 0.3], [-3.0, 0.0], False),    # automatic no worse than manual at the largest size
+    ([5.0, 6.0], [1.0, 4.0], False),      # shrinks
+])
+def test_grows_by_the_first_and_last_intervals(first, last, expected):
+    from harness.measures import grows
+    assert grows([{"mean": 0, "ci95": first}, None, {"mean": 0, "ci95": last}]) is expected
+    assert grows([None, {"mean": 0, "ci95": last}]) is None
+
+
+def test_sync_measures_pair_the_modes_by_repetition():
+    from harness.brokers.rabbitmq.probes import sync_measures
+    runs = {"fill_s": {}, "window_s": {"1000": [3, 3, 4], "9000": [30, 31, 29]},
+            "automatic": {"1000": [0.7, 0.6, 0.8], "9000": [9.0, 10.0, 11.0]},
+            "manual": {"1000": [0.6, 0.6, 0.6], "9000": [0.5, 0.6, 0.7]}}
+    m = sync_measures(runs, [1000, 9000])
+    assert m["sync_blocked_median"] == {"automatic": {"1000": 0.7, "9000": 10.0}, "manual": {"1000": 0.6, "9000": 0.6}}
+    assert m["sync_blocked_difference"]["9000"]["mean"] == 9.4
+    assert m["sync_blocking_grows"] is True
+    sc = parse({"name": "r", "broker": "rabbitmq", "probes": {"sync": {"sizes": [1000, 9000]}},
+                "expect": {"sync_blocking_grows": True, "sync_blocked_difference": {"9000": {"mean": ">1"}}}})
+    v = expect.verdict(sc, {"lost": 0, "ok": 1}, {"drain": {"complete": True}, "measurements": m})
+    assert v["held"] is True, v
+
+
+@pytest.mark.parametrize("sizes", [[1000], [9000, 1000], [500, 9000]])
+def test_sync_sizes_must_increase_within_bounds(sizes):
+    with pytest.raises(ScenarioError, match="sizes"):
+        parse({"name": "r", "broker": "rabbitmq", "probes": {"sync": {"sizes": sizes}}})
+
+
+@pytest.mark.parametrize("lost_by_node, expected", [
+    ({"rabbit2": 1217, "rabbit3": 1769}, True),   # R8 on 2026-11-24: the majority's writes
+    ({"rabbit1": 5}, True),
+    ({"rabbit1": 5, "rabbit3": 1}, False),        # both sides lost writes
+    ({}, None),                                   # no loss: nothing to decide by it
+])
+def test_lost_on_one_side_of_the_cut(lost_by_node, expected):
+    info = {"drain": {"complete": True}, "measurements": {"partition_sides": [["rabbit1"], ["rabbit2", "rabbit3"]]}}
+    m = expect.measured({"lost_by_node": lost_by_node, "lost": sum(lost_by_node.values()), "ok": 9000}, info)
+    assert m.get("lost_on_one_side") is expected

@@ -507,3 +507,13 @@ def test_a_node_that_dies_by_itself_ends_the_heal_at_once(tmp_path):
         nem.heal(wait=True)
     assert time.monotonic() - t0 < 10
     nem.close()
+
+
+def test_sides_of_a_cut():
+    nodes = ["n1", "n2", "n3"]
+    assert g.sides(g.isolate("n1", nodes), nodes) == [["n1"], ["n2", "n3"]]
+    # a partial cut: the bridge node n2 reaches both, a side of its own
+    assert g.sides(g.partial("n1", "n3"), nodes) == [["n1", "n2"], ["n2", "n3"], ["n1", "n2", "n3"]]
+    assert g.sides({}, nodes) == [nodes]
+    # one-way drops part the nodes too (neither side hears the other)
+    assert g.sides({"n1": {"n2", "n3"}}, nodes) == [["n1"], ["n2", "n3"]]

@@ -20,7 +20,8 @@ def test_every_scenario_file_is_valid(path):
     known = set(expect.measured(_fake_result(), {"drain": {"complete": True}})) | expect.decidable(sc)
     assert set(expect.expectations(sc)) <= known, set(expect.expectations(sc)) - known
     for key, exp in expect.expectations(sc).items():  # each prediction is checkable
-        assert isinstance(exp, (bool, int, float, list)) or expect.COMPARISON.match(str(exp)), (key, exp)
+        assert (isinstance(exp, (bool, int, float, list)) or expect.COMPARISON.match(str(exp))
+                or expect.is_window(exp)), (key, exp)
 
 
 def _rows() -> dict[str, str]:

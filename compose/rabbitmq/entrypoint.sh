@@ -19,6 +19,11 @@ else
   server=$(command -v rabbitmq-server)
 fi
 export HOME="$HOME_DIR"
+# a node of a separate site (a link between two clusters) has a configuration of its own
+node_conf="/mqchaos/conf/rabbitmq.$(cat /etc/hostname).conf"
+if [ -f "$node_conf" ]; then
+  export RABBITMQ_CONFIG_FILE="$node_conf"
+fi
 # fs: lazy (a power-loss scenario): the mnesia base through the file system that forgets
 # unsynced writes (mounted after the chown above, which must not walk through it)
 if [ -n "${MQCHAOS_LAZYFS:-}" ]; then

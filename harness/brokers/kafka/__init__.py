@@ -104,7 +104,7 @@ class Kafka(Broker):
         return observe.sample(cluster, sc)
 
     def measure(self, sc, samples, logs, produce, consume, fault_start) -> dict:
-        return observe.measure(sc, samples, logs, fault_start)
+        return observe.measure(sc, samples, logs, fault_start, produce)
 
     def probes(self, run: Any) -> KafkaProbes:
         return KafkaProbes(run)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from harness.measures import changes, duration, timeline
+from harness.measures import ack_latency_max, changes, duration, timeline
 
 
 def sample(cluster, sc) -> dict:
@@ -46,6 +46,27 @@ def log_measures(logs: dict[str, str], topic: str) -> dict:
     return {"log_truncations": sum(len(pat.findall(t)) for n, t in logs.items() if n.startswith("kafka"))}
 
 
-def measure(sc, samples: list[dict], logs: dict[str, str], fault_start: float | None) -> dict:
+def latency_measures(samples: list[dict], produce: list[dict], fault_start: float | None,
+                     isr_shrink_s: float | None) -> dict:
+    """How long acks=all writes waited once the faults began, and once the ISR had shrunk
+    (seed 002: the leader waits for the slowest ISR member until it is dropped)."""
+    ok = [s for s in samples if "isr" in s]
+    if fault_start is None or not ok:
+        return {}
+    m = {"ack_latency_max_s": ack_latency_max(produce, fault_start, ok[-1]["t"])}
+    if isr_shrink_s is not None:
+        shrunk_at = fault_start + isr_shrink_s
+        full = len(ok[0]["isr"])
+        # while it stays shrunk: the writes of the smaller ISR
+        back = [s["t"] for s in ok if s["t"] > shrunk_at and len(s["isr"]) >= full]
+        m["ack_latency_after_isr_shrink_max_s"] = ack_latency_max(produce, shrunk_at,
+                                                                  back[0] if back else ok[-1]["t"])
+    return m
+
+
+def measure(sc, samples: list[dict], logs: dict[str, str], fault_start: float | None,
+            produce: list[dict] = ()) -> dict:
     min_isr = int(sc.topic.config.get("min.insync.replicas", sc.cluster.min_insync_replicas))
-    return {**partition_measures(samples, fault_start, min_isr), **log_measures(logs, sc.topic.name)}
+    m = partition_measures(samples, fault_start, min_isr)
+    return {**m, **latency_measures(samples, list(produce), fault_start, m.get("isr_shrink_s")),
+            **log_measures(logs, sc.topic.name)}

@@ -13,7 +13,7 @@ import requests
 from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.base import (CONTAINER_CAPABILITIES, RESTART_APP, ClusterError, ComposeCluster, Recorder,
-                                  Role, RoleError, Settings, Steady, log)
+                                  Role, RoleError, Settings, Steady, docker, log)
 from harness.util import wait_until
 
 NODES = ["rabbit1", "rabbit2", "rabbit3"]
@@ -34,6 +34,10 @@ class RabbitConfig(Settings):
     pause_if_all_down_nodes: list[str] = Field(default_factory=list)  # node names, e.g. ["rabbit1"]
     pause_if_all_down_recover: Literal["ignore", "autoheal"] = "ignore"
     healthy_timeout: float = 120.0
+    # Separate clusters on one network (a link's two sites, R21): each list forms a cluster of
+    # its own; empty, one cluster of all three.
+    sites: list[list[str]] = Field(default_factory=list)
+    plugins: list[str] = Field(default_factory=list)  # enabled beside rabbitmq_management
 
     @field_validator("pause_if_all_down_nodes", mode="before")
     @classmethod
@@ -44,9 +48,15 @@ class RabbitConfig(Settings):
     def _nodes_named(self):
         if self.partition_handling == "pause_if_all_down" and not self.pause_if_all_down_nodes:
             raise ValueError("pause_if_all_down needs pause_if_all_down_nodes")
+        if self.sites and sorted(n for site in self.sites for n in site) != NODES or any(not s for s in self.sites):
+            raise ValueError(f"sites must split {', '.join(NODES)} into clusters, each node in one")
         return self
 
-    def render(self) -> str:
+    def site(self, node: str) -> list[str]:
+        """The nodes that form ``node``'s cluster."""
+        return next((sorted(s) for s in self.sites if node in s), list(NODES))
+
+    def render(self, node: str = NODES[0]) -> str:
         lines = [
             "# rendered by harness/brokers/rabbitmq/cluster.py for this run",
             "loopback_users.guest = false",
@@ -57,7 +67,7 @@ class RabbitConfig(Settings):
             "log.console.use_colors = off",
             "log.file = false",
             "cluster_formation.peer_discovery_backend = rabbit_peer_discovery_classic_config",
-            *(f"cluster_formation.classic_config.nodes.{i} = rabbit@{n}" for i, n in enumerate(NODES, 1)),
+            *(f"cluster_formation.classic_config.nodes.{i} = rabbit@{n}" for i, n in enumerate(self.site(node), 1)),
             # A blank node starts here only when a peer already runs (rabbit1 alone first, a
             # wiped node into a running cluster), or never finds one: rabbit1 looking for its
             # not-yet-started peers 10 x 0.5 s (the default) was 5 s of every cluster's start.
@@ -74,6 +84,12 @@ class RabbitConfig(Settings):
                       for i, n in enumerate(self.pause_if_all_down_nodes, 1)]
         lines += [f"{k} = {v}" for k, v in self.extra.items()]
         return "\n".join(lines) + "\n"
+
+
+def _classic_nodes(conf: str) -> list[str]:
+    """The peer discovery's node list of a rendered rabbitmq.conf, short names, sorted."""
+    return sorted(short_node(v.strip()) for k, _, v in (line.partition("=") for line in conf.splitlines())
+                  if k.strip().startswith("cluster_formation.classic_config.nodes."))
 
 
 def erlang_node(node: str) -> str:
@@ -116,7 +132,11 @@ class RabbitCluster(ComposeCluster):
         conf = self.conf_dir()
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "rabbitmq.conf").write_text(config.render())
-        (conf / "enabled_plugins").write_text("[rabbitmq_management].\n")
+        for node in NODES:  # a node of a separate site reads its own (compose/rabbitmq/entrypoint.sh)
+            (conf / f"rabbitmq.{node}.conf").unlink(missing_ok=True)
+            if config.sites:
+                (conf / f"rabbitmq.{node}.conf").write_text(config.render(node))
+        (conf / "enabled_plugins").write_text(f"[{','.join(['rabbitmq_management', *config.plugins])}].\n")
 
     def versions(self) -> dict[str, Any]:
         ov = self.api("overview") or {}
@@ -146,23 +166,42 @@ class RabbitCluster(ComposeCluster):
         """All nodes' containers run, every node sees all three running, no partitions."""
         self._wait_healthy_or_explain(self.healthy, timeout, "all nodes running and clustered", must_run)
 
+    def sites(self) -> list[list[str]]:
+        """The clusters the nodes form, as this cluster's rendered configuration says (a
+        separate process, ``mqchaos heal``, reads the same)."""
+        out: list[list[str]] = []
+        for node in NODES:
+            conf = self.conf_dir() / f"rabbitmq.{node}.conf"
+            site = _classic_nodes(conf.read_text()) if conf.exists() else list(NODES)
+            if site not in out:
+                out.append(site)
+        return out
+
+    def site(self, node: str) -> list[str]:
+        return next(s for s in self.sites() if node in s)
+
     def healthy(self) -> bool:
         for node in NODES:
             if not self.running(node):
                 return False
             view = self.nodes_view(node)
-            if sorted(short_node(n["name"]) for n in view if n.get("running")) != sorted(NODES):
+            if sorted(short_node(n["name"]) for n in view if n.get("running")) != self.site(node):
                 return False
             if any(n.get("partitions") for n in view):
                 return False
         return True
 
-    def wipe(self, node: str, start: bool = True, forget: bool = True, **options: Any) -> None:
+    def wipe(self, node: str, start: bool = True, forget: bool = True, forget_offline_on: str | None = None,
+             **options: Any) -> None:
         """Lose the node's data. With ``forget`` (default) a running survivor forgets the node
-        (``rabbitmqctl forget_cluster_node``) before it starts again, so it rejoins as new."""
+        (``rabbitmqctl forget_cluster_node``) before it starts again, so it rejoins as new.
+        With ``forget_offline_on``, that stopped node forgets it instead (``--offline``): seed
+        001's way to drop a lost master while every mirror is stopped."""
         self.kill(node)
         self.erase_data(node)
-        if forget:
+        if forget_offline_on:
+            self.forget_offline(forget_offline_on, node)
+        elif forget:
             survivors = [n for n in NODES if n != node and self.running(n)]
             if not survivors:
                 raise ClusterError(f"no running node to forget {node}")
@@ -174,15 +213,37 @@ class RabbitCluster(ComposeCluster):
         if start:
             self.start(node)
 
+    def forget_offline(self, on: str, node: str, timeout: float = 180) -> None:
+        """``rabbitmqctl forget_cluster_node --offline`` as the stopped node ``on`` (its name,
+        its data, its configuration) in a one-off container with no network. When ``on``
+        starts, its stopped mirrors of queues whose master was on ``node`` are promoted (the
+        most recently stopped mirror wins)."""
+        if node == on or on not in NODES:
+            raise ClusterError(f"forget_offline_on: {on!r} is not another node of the cluster")
+        if self.state(on).get("Running"):
+            raise ClusterError(f"{on} must be stopped to forget {node} offline")
+        info = self._inspect(on) or {}
+        env = [a for e in (info.get("Config") or {}).get("Env") or [] for a in ("-e", e)]
+        # the CLI, as root, needs the node's cookie (written into the data volume at its boot)
+        script = ("cp /var/lib/rabbitmq/.erlang.cookie /root/.erlang.cookie && chmod 400 /root/.erlang.cookie && "
+                  f"rabbitmqctl forget_cluster_node --offline {erlang_node(node)}")
+        proc = docker("run", "--rm", "--network", "none", "--hostname", on, "--volumes-from", on, *env,
+                      "--entrypoint", "/bin/sh", info["Config"]["Image"], "-c", script,
+                      check=False, timeout=timeout)
+        if proc.returncode != 0:
+            raise ClusterError(f"{on} could not forget {node} offline ({proc.returncode}): "
+                               f"{(proc.stdout + proc.stderr)[-1500:]}")
+        log(f"{on} forgot {node} offline")
+
     # ---- management HTTP API (through 127.0.0.1 published ports) --------------------
     def http(self, node: str, method: str, path: str, timeout: float = 10, **kw) -> requests.Response:
         url = f"http://127.0.0.1:{MGMT_PORTS[node]}/api/{path.lstrip('/')}"
         return requests.request(method, url, auth=self.auth, timeout=timeout, **kw)
 
-    def api(self, path: str, node: str | None = None, timeout: float = 10) -> Any:
-        """GET a management API path through ``node`` or the first node that answers."""
+    def api(self, path: str, node: str | None = None, timeout: float = 10, among: list[str] | None = None) -> Any:
+        """GET a management API path through ``node`` or the first node (of ``among``) that answers."""
         errors = []
-        for n in ([node] if node else NODES):
+        for n in ([node] if node else among or NODES):
             try:
                 resp = self.http(n, "GET", path, timeout=timeout)
                 if resp.status_code == 404:
@@ -203,10 +264,11 @@ class RabbitCluster(ComposeCluster):
         """/api/nodes as seen through ``node``'s management listener."""
         return self.api("nodes", node=node, timeout=5) or []
 
-    def queue(self, name: str, vhost: str = "/", node: str | None = None) -> dict | None:
+    def queue(self, name: str, vhost: str = "/", node: str | None = None,
+              among: list[str] | None = None) -> dict | None:
         """Raw /api/queues/<vhost>/<name> (None if the queue does not exist)."""
         return self.api(f"queues/{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(name, safe='')}",
-                        node=node)
+                        node=node, among=among)
 
     def queue_master(self, name: str, vhost: str = "/", node: str | None = None) -> str | None:
         """Node hosting the classic queue's master, or the quorum queue's leader."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.rabbitmq.cluster import RabbitConfig
 from harness.probes import spread_names
@@ -11,7 +11,7 @@ from harness.spec import BaseScenario, BaseWorkload, Strict
 
 # Measurements this plug-in's observation gives (a scenario's `expect:` may name them).
 MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers", "autoheal_loser_count",
-                "masters_seen", "master_changes", "new_master_elected", "unsynchronised_s",
+                "masters_seen", "master_changes", "new_master_elected", "unsynchronised_s", "masters_at_once_max",
                 "deliveries_by_node", "follower_delivery_fraction", "masterless_s"}
 
 
@@ -42,8 +42,9 @@ class RabbitWorkload(BaseWorkload):
     cancel_on_failover: bool = True
     persistent: bool = Field(True, description="delivery_mode 2; false: lost on restart (seed 000)")
     consumer_delay: float = Field(0, ge=0, le=1, description="seconds of work per delivery")
-    # Where consumers connect first: a node name, or "followers" / "leader" of the quorum queue
-    # (resolved when the run starts; Q5 attaches the consumer to a follower's node).
+    # Where consumers connect first: a node name, or "followers" / "leader" / "outside" (no
+    # replica) of the quorum queue (resolved when the run starts; Q5 attaches the consumer to a
+    # follower's node).
     consumer_nodes: str | None = None
 
     def outcome_timeout(self) -> float:
@@ -63,9 +64,14 @@ class MastersProbe(Strict):
 
 
 class ThroughputProbe(Strict):
-    """R13: confirm-publish throughput into queues with different mirror policies, one after
-    the other, in this run."""
-    policies: dict[str, dict[str, Any]] = Field(min_length=1)
+    """R13: throughput into queues with different mirror policies, one after the other, in
+    this run. ``confirms``: our publishers, persistent messages with publisher confirms (what
+    SCENARIOS asks); ``perftest``: the source's own tool and flags (RabbitMQ PerfTest ``-a``:
+    one publisher without confirms, non-persistent messages, one auto-ack consumer; its
+    receiving rate). Each method and policy is measured ``repeat`` times, interleaved."""
+    policies: dict[str, dict[str, Any]] = Field(min_length=2)
+    methods: list[Literal["confirms", "perftest"]] = Field(default_factory=lambda: ["confirms"], min_length=1)
+    repeat: int = Field(1, ge=1, le=10)
     seconds: float = Field(10, gt=0, le=120)
     publishers: int = Field(1, ge=1, le=8)
     window: int = Field(200, ge=1)
@@ -75,10 +81,76 @@ class ThroughputProbe(Strict):
     def base(self) -> str:
         return self.baseline or next(iter(self.policies))
 
+    def names(self) -> set[str]:
+        """The measurements it gives: the first method's under ``throughput`` /
+        ``throughput_ratio``, every method's under its own name."""
+        ratios = [f"{k}_vs_{self.base()}" for k in self.policies if k != self.base()]
+        out = {f"throughput.{k}" for k in self.policies} | {f"throughput_ratio.{r}" for r in ratios}
+        for m in self.methods:
+            out |= {f"throughput_{m}.{k}" for k in self.policies} | {f"throughput_ratio_{m}.{r}" for r in ratios}
+            out |= {f"throughput_ratio_range_{m}.{r}" for r in ratios} | {f"throughput_falls.{m}"}
+        return out
+
+
+class LinksProbe(Strict):
+    """Q5: the bytes each node receives from each other node (iptables counters) between the
+    load's start and the first fault, against the bytes delivered meanwhile: served by its
+    local replica, a consumer's follower node receives from the leader what the other
+    follower does; served by the leader (proxying), every delivery crosses the network too."""
+
+
+SYNC_MODES = ("automatic", "manual")
+
+
+class SyncProbe(Strict):
+    """R6: how long a mirrored queue is blocked while a restarted mirror synchronises, by
+    queue size and ha-sync-mode. Per size, one queue (ha-mode all) is filled once; then, in
+    each repetition, ``node``'s app is restarted under ``automatic`` (the window: from the
+    stop until the mirror is synchronised again) and under ``manual`` (a window of the same
+    length: the mirror stays unsynchronised), while a publisher with confirms and a slow
+    consumer (``rate`` msg/s each) show whether the queue answers. Between repetitions the
+    queue is synchronised by hand, outside any window."""
+    sizes: list[int] = Field(min_length=2)
+    repeat: int = Field(3, ge=2, le=10)
+    node: Literal["rabbit2", "rabbit3"] = "rabbit3"  # a mirror's: the master is on rabbit1
+    message_size: int = Field(1000, ge=0)
+    rate: float = Field(50, gt=0, le=1000)
+    sync_timeout: float = Field(600, gt=0)
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, v: list[int]) -> list[int]:
+        if any(n < 1000 or n > 2_000_000 for n in v) or v != sorted(set(v)):
+            raise ValueError("sizes must increase, each from 1000 to 2000000 messages")
+        return v
+
+    def names(self) -> set[str]:
+        out = {"sync_blocking_grows", "sync_runs"}
+        for n in self.sizes:
+            out |= {f"sync_window_s.{n}", f"sync_blocked_difference.{n}.mean", f"sync_blocked_difference.{n}.ci95"}
+            out |= {f"sync_blocked_median.{mode}.{n}" for mode in SYNC_MODES}
+        return out
+
 
 class RabbitProbes(Strict):
     masters: MastersProbe | None = None
     throughput: ThroughputProbe | None = None
+    links: LinksProbe | None = None
+    sync: SyncProbe | None = None
+
+
+class LinkSpec(Strict):
+    """A link between two clusters on one network (seeds 000, 003: federation and shovels,
+    made for WANs): rabbit1 and rabbit2 form the upstream cluster, rabbit3 the downstream one.
+    Producers publish to the queue upstream, consumers read the queue of the same name
+    downstream; a dynamic shovel, declared on rabbit3, moves the messages across."""
+    kind: Literal["shovel"] = "shovel"
+    # on-confirm: the upstream message is acked once downstream confirms it (at least once);
+    # no-ack: acked as it is sent
+    ack_mode: Literal["on-confirm", "on-publish", "no-ack"] = "on-confirm"
+    reconnect_delay: float = Field(5, gt=0, le=60)
+    upstream: list[str] = Field(default_factory=lambda: ["rabbit1", "rabbit2"])
+    downstream: list[str] = Field(default_factory=lambda: ["rabbit3"])
 
 
 class RabbitScenario(BaseScenario):
@@ -90,6 +162,23 @@ class RabbitScenario(BaseScenario):
     queue: QueueSpec = Field(default_factory=QueueSpec)
     workload: RabbitWorkload = Field(default_factory=RabbitWorkload)
     probes: RabbitProbes = Field(default_factory=RabbitProbes)
+    link: LinkSpec | None = None
+
+    @model_validator(mode="after")
+    def _two_sites(self):
+        """A link's ends are two clusters: the configuration says so, with the shovel plugin."""
+        if self.link is None:
+            return self
+        sites = [sorted(self.link.upstream), sorted(self.link.downstream)]
+        if self.cluster.sites and sorted(map(sorted, self.cluster.sites)) != sorted(sites):
+            raise ValueError(f"cluster.sites {self.cluster.sites} differ from the link's ends {sites}")
+        if sorted(sites[0] + sites[1]) != ["rabbit1", "rabbit2", "rabbit3"]:
+            raise ValueError("link: upstream and downstream must split rabbit1..3, each node in one")
+        if self.queue.declare_on and self.queue.declare_on not in self.link.upstream:
+            raise ValueError("queue.declare_on must be an upstream node (the producers' side)")
+        self.cluster.sites = sites
+        self.cluster.plugins = sorted({*self.cluster.plugins, "rabbitmq_shovel", "rabbitmq_shovel_management"})
+        return self
 
     def subject(self) -> str:
         return self.queue.name
@@ -99,6 +188,9 @@ class RabbitScenario(BaseScenario):
         if self.probes.masters is not None:
             names |= spread_names("masters", ("before", "after", "after_rebalance")) | {"masters_on_one_node"}
         if (t := self.probes.throughput) is not None:
-            names |= {f"throughput.{k}" for k in t.policies}
-            names |= {f"throughput_ratio.{k}_vs_{t.base()}" for k in t.policies if k != t.base()}
+            names |= t.names()
+        if self.probes.links is not None:
+            names |= {"link_bytes", "link_delivered_bytes", "delivery_network_share"}
+        if self.probes.sync is not None:
+            names |= self.probes.sync.names()
         return names

@@ -4,26 +4,38 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 from harness.brokers.rabbitmq.cluster import short_node
 from harness.measures import changes, duration, timeline
 
 
+def _view(cluster, node: str, queue: str) -> dict | None:
+    try:
+        return cluster.api(f"queues/%2F/{queue}", node=node, timeout=2)
+    except Exception:  # noqa: BLE001 - a node that does not answer has no view
+        return None
+
+
+def _master(q: dict) -> str | None:
+    return short_node(q.get("leader") if q.get("type") == "quorum" else q.get("node"))
+
+
 def sample(cluster, sc) -> dict:
-    q = None
-    for node in cluster.nodes():  # any node that answers, quickly
-        try:
-            q = cluster.api(f"queues/%2F/{sc.queue.name}", node=node, timeout=2)
-            break
-        except Exception:  # noqa: BLE001
-            continue
+    """The queue as the first node that answers sees it, plus every node's own idea of its
+    master (``views``): during a partition under ``ignore`` each side has its own (R7)."""
+    nodes = cluster.nodes()
+    with ThreadPoolExecutor(len(nodes)) as pool:  # a paused node costs its timeout once, not per node
+        views = dict(zip(nodes, pool.map(lambda n: _view(cluster, n, sc.queue.name), nodes)))
+    q = next((v for v in views.values() if v), None)
     if not q:
         return {"master": None}
+    out = {"views": {n: _master(v) for n, v in views.items() if v}}
     if q.get("type") == "quorum":
-        return {"master": short_node(q.get("leader")),
+        return {"master": _master(q), **out,
                 "members": sorted(short_node(n) for n in q.get("members") or []),
                 "online": sorted(short_node(n) for n in q.get("online") or [])}
-    return {"master": short_node(q.get("node")),
+    return {"master": _master(q), **out,
             "mirrors": sorted(short_node(n) for n in q.get("slave_nodes") or []),
             "synchronised": sorted(short_node(n) for n in q.get("synchronised_slave_nodes") or [])}
 
@@ -36,6 +48,9 @@ def queue_measures(samples: list[dict]) -> dict:
     m = {"masters_seen": masters, "master_changes": n, "new_master_elected": n > 0,
          # the broker's own view of unavailability: the queue had no master / leader
          "masterless_s": duration(ok, lambda s: s.get("master") is None),
+         # split brain: the most masters the nodes named at once, each from its own side
+         "masters_at_once_max": max((len({v for v in (s.get("views") or {}).values() if v}) for s in ok),
+                                    default=0),
          "queue_timeline": timeline(ok, lambda s: f"master={s.get('master')} "
                                     f"sync={','.join(s.get('synchronised', s.get('online', [])) or [])}")}
     if any("mirrors" in s for s in ok):

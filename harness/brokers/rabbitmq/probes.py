@@ -1,4 +1,5 @@
-"""RabbitMQ probes: queue masters' spread (R12) and throughput by mirror policy (R13)."""
+"""RabbitMQ probes: queue masters' spread (R12), throughput by mirror policy (R13), where
+deliveries come from (Q5), blocking synchronisation by queue size and sync mode (R6)."""
 from __future__ import annotations
 
 import threading
@@ -8,10 +9,14 @@ from pathlib import Path
 
 import pika
 
-from harness.brokers.rabbitmq.clients import RabbitPublisher, params
+from harness import store
+from harness.brokers.rabbitmq import perftest
+from harness.brokers.rabbitmq.clients import RabbitConsumer, RabbitPublisher, params
 from harness.brokers.rabbitmq.cluster import short_node
+from harness.brokers.rabbitmq.model import SYNC_MODES
 from harness.brokers.rabbitmq.workload import endpoints
 from harness.history import JsonlWriter
+from harness.measures import blocked_s, falls, grows, mean_ci95, median
 from harness.probes import Probes, hosts, spread, spread_measures
 from harness.util import wait_until
 
@@ -24,10 +29,16 @@ class RabbitProbes(Probes):
             self._declare_masters()
         if self.sc.probes.throughput:
             self._throughput()
+        if self.sc.probes.links:
+            self._read_links = self.run.count_links()
+        if self.sc.probes.sync:
+            self._sync()
 
     def before_faults(self) -> None:
         if self.sc.probes.masters:
             self.measurements.update(spread_measures("masters", "before", self._masters()))
+        if self.sc.probes.links:
+            self._links()
 
     def after_heal(self) -> None:
         m = self.sc.probes.masters
@@ -39,6 +50,21 @@ class RabbitProbes(Probes):
         if m.rebalance:
             self.cluster.exec("rabbit1", ["rabbitmq-queues", "rebalance", "all"], timeout=120)
             self.measurements.update(spread_measures("masters", "after_rebalance", self._masters()))
+
+    # -- Q5 ------------------------------------------------------------------------------
+    def _links(self) -> None:
+        received = self._read_links()
+        delivered = sum(c.stats.delivered for c in self.run.consumers)  # in the same window
+        q = self.cluster.api(f"queues/%2F/{self.sc.queue.name}") or {}
+        consumers = [c for c in self.cluster.api("consumers") or []
+                     if (c.get("queue") or {}).get("name") == self.sc.queue.name]
+        leader = short_node(q.get("leader") or q.get("node"))
+        members = {short_node(n) for n in (q.get("members") or [q.get("node"), *(q.get("slave_nodes") or [])]) if n}
+        self.measurements["link_bytes"] = received
+        self.measurements["link_delivered_bytes"] = delivered * self.sc.workload.message_size
+        self.measurements["delivery_network_share"] = delivery_network_share(
+            received, leader, members, {short_node((c.get("channel_details") or {}).get("node")) for c in consumers},
+            delivered * self.sc.workload.message_size)
 
     # -- R12 -----------------------------------------------------------------------------
     def _declare_masters(self) -> None:
@@ -67,37 +93,195 @@ class RabbitProbes(Probes):
         t = self.sc.probes.throughput
         out = Path(self.run.dir) / "probes" / "throughput"
         out.mkdir(parents=True, exist_ok=True)
+        runs: dict[str, dict[str, list[float]]] = {m: {k: [] for k in t.policies} for m in t.methods}
+        for rep in range(t.repeat):  # interleaved: a drift of the machine spreads over every cell
+            for method in t.methods:
+                for name, policy in t.policies.items():
+                    if self.run.stop_all.is_set():
+                        return
+                    runs[method][name].append(self._one_rate(t, method, name, policy, out / f"{method}-{name}-{rep}"))
+        self.measurements.update(throughput_measures(runs, t.base(), t.methods[0]))
+        self.measurements["throughput_runs"] = runs
+
+    def _one_rate(self, t, method: str, name: str, policy: dict, stem: Path) -> float:
+        """msg/s into a fresh queue on rabbit1 under ``policy``, by ``method``."""
         eps = endpoints(self.cluster)
-        rates = {}
-        for name, policy in t.policies.items():
-            queue = f"mqchaos-tput-{name}"
-            if policy:
-                self.cluster.set_policy(f"mqchaos-tput-{name}", f"^{queue}$", policy, priority=2)
-            conn = pika.BlockingConnection(params(eps[0]))  # masters on rabbit1: clients publish there
-            try:
-                conn.channel().queue_declare(queue, durable=True)
-            finally:
-                conn.close()
-            if policy.get("ha-mode"):
-                wait_until(lambda q=queue: len(self.cluster.queue_mirrors(q)["synchronised"]) >= 1, 60,
-                           f"{queue} mirrored")
-            stop = threading.Event()
-            pubs = [RabbitPublisher(f"{name}{i}", eps[:1], queue, JsonlWriter(out / f"{name}-{i}.jsonl"),
-                                    self.run.clock, stop, rate=None, max_messages=5_000_000,
-                                    window=t.window, size=t.message_size)
-                    for i in range(t.publishers)]
-            t0 = time.monotonic()
-            for w in pubs:
-                w.start()
-            self.run.stop_all.wait(t.seconds)  # a timed measurement window, not a wait for a condition
-            ok = sum(w.stats.ok for w in pubs)
-            elapsed = time.monotonic() - t0
-            stop.set()
-            for w in pubs:
-                w.join(30)
-            rates[name] = round(ok / elapsed, 1)
+        queue = f"mqchaos-tput-{name}"
+        if policy:
+            self.cluster.set_policy(f"mqchaos-tput-{name}", f"^{queue}$", policy, priority=2)
+        conn = pika.BlockingConnection(params(eps[0]))  # masters on rabbit1: clients publish there
+        try:
+            conn.channel().queue_declare(queue, durable=True)
+        finally:
+            conn.close()
+        if policy.get("ha-mode"):
+            wait_until(lambda q=queue: len(self.cluster.queue_mirrors(q)["synchronised"]) >= 1, 60,
+                       f"{queue} mirrored")
+        try:
+            if method == "perftest":
+                return perftest.measure(eps[0].host, eps[0].port, queue, t.seconds, stem.with_suffix(".txt"))["receiving"]
+            return self._confirmed_rate(t, name, queue, eps, stem)
+        finally:
             self.cluster.http("rabbit1", "DELETE", f"queues/%2F/{queue}")
-        base = t.base()
-        self.measurements["throughput"] = rates
-        self.measurements["throughput_ratio"] = {f"{k}_vs_{base}": round(v / rates[base], 3) if rates[base] else None
-                                                 for k, v in rates.items() if k != base}
+
+    def _confirmed_rate(self, t, name: str, queue: str, eps, stem: Path) -> float:
+        stop = threading.Event()
+        pubs = [RabbitPublisher(f"{name}{i}", eps[:1], queue, JsonlWriter(Path(f"{stem}-{i}.jsonl")),
+                                self.run.clock, stop, rate=None, max_messages=5_000_000,
+                                window=t.window, size=t.message_size)
+                for i in range(t.publishers)]
+        t0 = time.monotonic()
+        for w in pubs:
+            w.start()
+        self.run.stop_all.wait(t.seconds)  # a timed measurement window, not a wait for a condition
+        ok = sum(w.stats.ok for w in pubs)
+        elapsed = time.monotonic() - t0
+        stop.set()
+        for w in pubs:
+            w.join(30)
+        return round(ok / elapsed, 1)
+
+
+    # -- R6 ------------------------------------------------------------------------------
+    def _sync(self) -> None:
+        p = self.sc.probes.sync
+        out = Path(self.run.dir) / "probes" / "sync"
+        out.mkdir(parents=True, exist_ok=True)
+        runs: dict = {"fill_s": {}, "window_s": {}, **{mode: {} for mode in SYNC_MODES}}
+        for size in p.sizes:
+            queue = f"mqchaos-sync-{size}"
+            self._sync_queue(queue, "automatic")
+            runs["fill_s"][str(size)] = self._fill(queue, size, out / f"{size}-fill")
+            for rep in range(p.repeat):
+                if self.run.stop_all.is_set():
+                    return
+                auto = self._blocked(queue, None, out / f"{size}-{rep}-automatic")
+                self._sync_queue(queue, "manual")
+                manual = self._blocked(queue, auto["window_s"], out / f"{size}-{rep}-manual")
+                for key, value in (("window_s", auto["window_s"]), ("automatic", auto["blocked_s"]),
+                                   ("manual", manual["blocked_s"])):
+                    runs[key].setdefault(str(size), []).append(value)
+                # synchronised again by hand for the next repetition: outside any window
+                self.cluster.rabbitmqctl("rabbit1", "sync_queue", queue, timeout=p.sync_timeout)
+                self._sync_queue(queue, "automatic")
+            self.cluster.http("rabbit1", "DELETE", f"queues/%2F/{queue}", timeout=120)
+        self.measurements.update(sync_measures(runs, p.sizes))
+
+    def _sync_queue(self, queue: str, mode: str) -> None:
+        """The queue (declared on rabbit1 if new) under ha-mode all and ``mode``, every mirror
+        synchronised."""
+        self.cluster.set_policy(queue, f"^{queue}$", {"ha-mode": "all", "ha-sync-mode": mode}, priority=2)
+        conn = pika.BlockingConnection(params(endpoints(self.cluster)[0]))
+        try:
+            conn.channel().queue_declare(queue, durable=True)
+        finally:
+            conn.close()
+        wait_until(lambda: len(self.cluster.queue_mirrors(queue)["synchronised"]) == len(self.cluster.nodes()) - 1,
+                   self.sc.probes.sync.sync_timeout, f"{queue}: every mirror synchronised ({mode})")
+
+    def _fill(self, queue: str, size: int, stem: Path) -> float:
+        p = self.sc.probes.sync
+        t0 = time.monotonic()
+        w = RabbitPublisher("fill", endpoints(self.cluster)[:1], queue, JsonlWriter(stem.with_suffix(".jsonl")),
+                            self.run.clock, self.run.stop_all, rate=None, max_messages=size, window=500,
+                            confirm_timeout=30, size=p.message_size)
+        w.start()
+        w.join(p.sync_timeout * 3)  # bounded: a fill that stalls ends the probe, not the machine
+        w.stop()
+        w.join(30)
+        if w.stats.ok < size:
+            raise RuntimeError(f"{queue}: {w.stats.ok} of {size} messages confirmed by the fill")
+        return round(time.monotonic() - t0, 1)
+
+    def _blocked(self, queue: str, window: float | None, stem: Path) -> dict:
+        """Restart the mirror's app while a publisher (confirms) and a slow consumer use the
+        queue through rabbit1; the longest stretch with no confirm and no delivery in the
+        window: from the stop until the mirror is synchronised (``window`` None) or for
+        ``window`` seconds."""
+        p = self.sc.probes.sync
+        eps = endpoints(self.cluster)[:1]
+        stop = threading.Event()
+        pub = RabbitPublisher("p", eps, queue, JsonlWriter(Path(f"{stem}-produce.jsonl")), self.run.clock, stop,
+                              rate=p.rate, max_messages=int(p.rate * (p.sync_timeout + 300)), window=50,
+                              confirm_timeout=p.sync_timeout, size=p.message_size)
+        con = RabbitConsumer("c", eps, queue, JsonlWriter(Path(f"{stem}-consume.jsonl")), self.run.clock, stop,
+                             prefetch=10, delay=1 / p.rate, cancel_on_failover=True)
+        for w in (pub, con):
+            w.start()
+        try:
+            wait_until(lambda: pub.stats.ok > 10 and con.stats.delivered > 10, 60, f"{queue}: load flowing")
+            start = self.run.clock.now()
+            self.cluster.restart_app(p.node)
+            if window is None:
+                wait_until(lambda: p.node in self.cluster.queue_mirrors(queue)["synchronised"], p.sync_timeout,
+                           f"{queue}: {p.node} synchronised")
+                end = self.run.clock.now()
+            else:
+                end = start + window
+                self.run.stop_all.wait(max(0.0, end - self.run.clock.now()))  # a timed window, as long as the other
+        finally:
+            stop.set()
+            for w in (pub, con):
+                w.join(30)
+        produce = store.read_jsonl(f"{stem}-produce.jsonl")
+        consume = store.read_jsonl(f"{stem}-consume.jsonl")
+        return {"window_s": round(end - start, 3), "blocked_s": blocked_s(produce, consume, start, end)}
+
+
+def sync_measures(runs: dict, sizes: list[int]) -> dict:
+    """Per size: the median blocked seconds of each mode, the mean difference (automatic
+    minus manual, paired by repetition) with its 95 % interval, the windows; and whether that
+    difference grows from the smallest size to the largest."""
+    m: dict = {"sync_runs": runs, "sync_window_s": {}, "sync_blocked_median": {mode: {} for mode in SYNC_MODES},
+               "sync_blocked_difference": {}}
+    diffs = []
+    for n in map(str, sizes):
+        auto, manual = runs["automatic"].get(n, []), runs["manual"].get(n, [])
+        m["sync_window_s"][n] = runs["window_s"].get(n, [])
+        for mode, xs in (("automatic", auto), ("manual", manual)):
+            m["sync_blocked_median"][mode][n] = round(median(xs), 3) if xs else None
+        d = mean_ci95([a - b for a, b in zip(auto, manual)])
+        m["sync_blocked_difference"][n] = d
+        diffs.append(d)
+    m["sync_blocking_grows"] = grows(diffs)
+    return m
+
+
+def throughput_measures(runs: dict[str, dict[str, list[float]]], base: str, first: str) -> dict:
+    """Per method: median msg/s per policy, median ratio to ``base`` and its range over the
+    repetitions, and whether throughput falls along the policies' order; the first method's
+    medians also under the plain names."""
+    m: dict = {}
+    for method, by_policy in runs.items():
+        n = min(len(v) for v in by_policy.values())
+        rates = {k: round(median(v), 1) for k, v in by_policy.items() if v}
+        ratios = {k: [v[i] / by_policy[base][i] for i in range(n) if by_policy[base][i]]
+                  for k, v in by_policy.items() if k != base}
+        m[f"throughput_{method}"] = rates
+        m[f"throughput_ratio_{method}"] = {f"{k}_vs_{base}": round(median(r), 3) if r else None for k, r in ratios.items()}
+        m[f"throughput_ratio_range_{method}"] = {f"{k}_vs_{base}": [round(min(r), 3), round(max(r), 3)] if r else None
+                                                 for k, r in ratios.items()}
+        m.setdefault("throughput_falls", {})[method] = falls(list(by_policy.values()))
+    m["throughput"] = m[f"throughput_{first}"]
+    m["throughput_ratio"] = m[f"throughput_ratio_{first}"]
+    return m
+
+
+def delivery_network_share(received: dict[str, dict[str, int]], leader: str | None, members: set,
+                           consumer_nodes: set, delivered_bytes: int) -> float | None:
+    """The share of the bytes delivered to the consumer that reached its node over the
+    network: what the node received beyond what a replica receives, over the payload bytes
+    delivered. On a follower, beyond the other follower's intake from the leader; on a node
+    with no replica, everything the members sent it. About 0: its local replica served the
+    deliveries; about 1 (a little more: framing): they came from another node."""
+    if not leader or len(consumer_nodes) != 1 or not delivered_bytes:
+        return None  # the set-up the figure needs (one consumer node, deliveries) did not happen
+    node = next(iter(consumer_nodes))
+    if node not in members:
+        extra = sum(received.get(node, {}).get(m, 0) for m in members)
+    else:
+        twins = sorted(m for m in members if m not in (leader, node))
+        if node == leader or not twins:
+            return None
+        extra = received.get(node, {}).get(leader, 0) - received.get(twins[0], {}).get(leader, 0)
+    return round(extra / delivered_bytes, 3)

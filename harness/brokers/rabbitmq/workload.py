@@ -18,7 +18,41 @@ def endpoints(cluster) -> list[Endpoint]:
     return out
 
 
+def producer_endpoints(cluster, sc) -> list[Endpoint]:
+    """All nodes; with a link, the upstream cluster's."""
+    return [e for e in endpoints(cluster) if not sc.link or e.node in sc.link.upstream]
+
+
 def declare(cluster, sc) -> None:
+    _declare_queue(cluster, sc, sc.queue.declare_on)
+    if sc.link:  # the same queue downstream, and the shovel that moves the messages there
+        _declare_queue(cluster, sc, sc.link.downstream[0])
+        link(cluster, sc)
+
+
+def link(cluster, sc) -> None:
+    """A dynamic shovel, declared on the downstream cluster, from the upstream nodes' queue to
+    the local queue of the same name; running before the load starts."""
+    q, ln = sc.queue.name, sc.link
+    home = ln.downstream[0]
+    # heartbeat 10 s: the link notices a cut within about 20 s (the default 60 s is minutes)
+    value = {"src-protocol": "amqp091", "src-uri": [f"amqp://guest:guest@{n}?heartbeat=10" for n in ln.upstream],
+             "src-queue": q, "dest-protocol": "amqp091", "dest-uri": "amqp://", "dest-queue": q,
+             "ack-mode": ln.ack_mode, "reconnect-delay": ln.reconnect_delay}
+    resp = cluster.http(home, "PUT", f"parameters/shovel/%2F/{LINK}", json={"value": value})
+    resp.raise_for_status()
+    wait_until(lambda: link_state(cluster, home) == "running", 60, f"shovel {LINK} running on {home}")
+
+
+LINK = "mqchaos-link"
+
+
+def link_state(cluster, node: str) -> str | None:
+    rows = cluster.api("shovels/%2F", node=node, timeout=5) or []
+    return next((r.get("state") for r in rows if r.get("name") == LINK), None)
+
+
+def _declare_queue(cluster, sc, on: str | None) -> None:
     q = sc.queue
     if q.type == "mirrored":
         cluster.set_policy("mqchaos-ha", f"^{q.name}$", q.policy)
@@ -28,7 +62,7 @@ def declare(cluster, sc) -> None:
     if sc.workload.single_active_consumer:
         args["x-single-active-consumer"] = True
     eps = {e.node: e for e in endpoints(cluster)}
-    ep = eps[q.declare_on] if q.declare_on else next(iter(eps.values()))
+    ep = eps[on] if on else next(iter(eps.values()))
     conn = pika.BlockingConnection(params(ep))
     try:
         conn.channel().queue_declare(q.name, durable=True, arguments=args)
@@ -53,21 +87,25 @@ def producers(run) -> list:
     for i in range(w.producers):
         name = f"p{i}"
         out.append(RabbitPublisher(
-            name, endpoints(run.cluster), sc.queue.name, run.writer("produce", name), run.clock,
+            name, producer_endpoints(run.cluster, sc), sc.queue.name, run.writer("produce", name), run.clock,
             run.stop_all, rate=w.rate, max_messages=w.max_messages, window=w.window,
             confirm_timeout=w.confirm_timeout, size=w.message_size, first=i, persistent=w.persistent))
     return out
 
 
 def consumer_endpoints(run) -> list[Endpoint]:
-    """All nodes, the ones `workload.consumer_nodes` names first (Q5: a follower's node)."""
-    eps = endpoints(run.cluster)
+    """All nodes (with a link, the downstream cluster's), the ones `workload.consumer_nodes`
+    names first (Q5: a follower's node; Q5b: a node outside the quorum queue's members)."""
+    eps = [e for e in endpoints(run.cluster) if not run.sc.link or e.node in run.sc.link.downstream]
     want = run.sc.workload.consumer_nodes
     if not want:
         return eps
     if want in ("followers", "leader"):
         leader = run.cluster.queue_master(run.sc.queue.name)
         first = [e for e in eps if (e.node == leader) == (want == "leader")]
+    elif want == "outside":  # a node that holds no replica of the quorum queue (Q5b)
+        members = run.cluster.quorum_members(run.sc.queue.name)["members"]
+        first = [e for e in eps if e.node not in members]
     else:
         first = [e for e in eps if e.node == want]
     return first + [e for e in eps if e not in first]
@@ -95,7 +133,7 @@ def prefill(run) -> dict:
     if not n:
         return {}
     t0 = time.monotonic()
-    w = RabbitPublisher("fill", endpoints(run.cluster), sc.queue.name, run.writer("produce", "fill"),
+    w = RabbitPublisher("fill", producer_endpoints(run.cluster, sc), sc.queue.name, run.writer("produce", "fill"),
                         run.clock, run.stop_all, rate=None, max_messages=n, window=500,
                         confirm_timeout=sc.workload.confirm_timeout, size=sc.workload.message_size)
     w.start()
@@ -175,12 +213,19 @@ def queue_gone(cluster, name: str) -> bool:
 
 
 def queue_depth(cluster, name: str) -> int | None:
-    """Messages in the queue. The management API's figure can be missing for
-    minutes after a partition (seen here on 3.10), so rabbitmqctl decides then."""
-    q = cluster.queue(name) or {}
+    """Messages in the queue, on every cluster the nodes form (a link's two ends: what the
+    shovel has not moved yet counts too)."""
+    depths = [_site_depth(cluster, name, site) for site in cluster.sites()]
+    return None if None in depths else sum(depths)
+
+
+def _site_depth(cluster, name: str, site: list[str]) -> int | None:
+    """The management API's figure can be missing for minutes after a partition (seen here
+    on 3.10), so rabbitmqctl decides then."""
+    q = cluster.queue(name, among=site) or {}
     if q.get("messages") is not None:
         return int(q["messages"])
-    for node in cluster.nodes():
+    for node in site:
         if not cluster.running(node):
             continue
         rc, out = cluster.rabbitmqctl(node, "-q", "list_queues", "name", "messages", "--no-table-headers",
