@@ -123,6 +123,10 @@ def plan_nodes(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
     if undo:
         f.undo[undo] = list(f.targets)
     f.instant = undo is None
+    # read before t_start is stamped, so the fault's start stays the moment it acts
+    seen = {n: s for n in f.targets if (s := ctx.cluster.seen_before(f.fault, n, params))}
+    if seen:
+        f.details["seen"] = seen
 
 
 PLANNERS: dict[str, Callable[[Ctx, Fault, Any, dict], None]] = {

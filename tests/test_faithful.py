@@ -5,6 +5,7 @@ figures the re-encoded rows judge by. Synthetic inputs with known answers; fake 
 from __future__ import annotations
 
 import itertools
+import time
 import threading
 
 import pytest
@@ -405,3 +406,31 @@ def test_lost_on_one_side_of_the_cut(lost_by_node, expected):
     info = {"drain": {"complete": True}, "measurements": {"partition_sides": [["rabbit1"], ["rabbit2", "rabbit3"]]}}
     m = expect.measured({"lost_by_node": lost_by_node, "lost": sum(lost_by_node.values()), "ok": 9000}, info)
     assert m.get("lost_on_one_side") is expected
+
+
+def test_recoverable_mirrors_are_read_from_the_printed_term():
+    from harness.brokers.rabbitmq.cluster import parse_recoverable
+    # as rabbitmqctl eval printed it on 3.10.8 (a graceful stop of both mirrors empties the list)
+    out = ('[{{resource,<<"/">>,queue,<<"mqchaos">>},[rabbit@rabbit2,rabbit@rabbit3]},\n'
+           ' {{resource,<<"v1">>,queue,<<"other">>},[]}]\n')
+    assert parse_recoverable(out) == {"mqchaos": ["rabbit2", "rabbit3"], "v1/other": []}
+    assert parse_recoverable("[]\n") == {}
+
+
+class ReadingRabbit(FakeRabbit):
+    """Takes 0.3 s to read what a kill will act on, as rabbitmqctl eval does."""
+    def seen_before(self, fault, node, params):
+        time.sleep(0.3)
+        self.calls.append(("read", node))
+        return {"recoverable_mirrors": {"q": ["rabbit2"]}} if fault == "kill" else None
+
+
+def test_what_a_fault_acts_on_is_read_before_its_start_is_stamped(tmp_path):
+    c = ReadingRabbit(tmp_path)
+    clock = RunClock()
+    with Nemesis(c, tmp_path, clock=clock, settle=0, handle_signals=False) as nem:
+        nem.run([{"at": 0, "fault": "kill", "targets": "rabbit1"}, {"at": 0.5, "fault": "start", "targets": "rabbit1"}])
+    kill = next(r for r in nem.records if r["fault"] == "kill")
+    assert kill["details"]["seen"] == {"rabbit1": {"recoverable_mirrors": {"q": ["rabbit2"]}}}
+    assert kill["t_start"] >= 0.3  # the read is not inside the fault's window
+    assert c.calls.index(("read", "rabbit1")) < c.calls.index(("kill", "rabbit1"))

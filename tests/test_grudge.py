@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.brokers.base import Cluster
 from harness.brokers.kafka.cluster import KafkaCluster
 from harness.brokers.rabbitmq.cluster import RabbitCluster
 from harness.util import wait_until
@@ -246,6 +247,7 @@ class FakeKafka:
     kind = "kafka"
     project = "fake"
     roles = KafkaCluster.roles
+    seen_before = Cluster.seen_before
 
     def role(self, name, arg):
         if name in ("zk", "controller"):
@@ -316,6 +318,7 @@ class FakeRabbit:
     kind = "rabbitmq"
     project = "fake"
     roles = RabbitCluster.roles
+    seen_before = Cluster.seen_before
 
     def role(self, name, arg):
         return ["rabbit2"]  # the queue's master

@@ -122,6 +122,11 @@ class Cluster(abc.ABC):
     def versions(self) -> dict[str, Any]:
         """What the nodes report they run ({"<broker>": version, ...}), for run.json."""
 
+    def seen_before(self, fault: str, node: str, params: dict) -> dict | None:
+        """What the plug-in reads from ``node`` before ``fault`` acts on it (recorded in the
+        fault's details as evidence of the state it acted on); None: nothing to read."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """The broker's own view of the cluster, for ``mqchaos status``."""
         return {"healthy": self.healthy()}

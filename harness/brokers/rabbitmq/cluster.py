@@ -17,6 +17,13 @@ from harness.brokers.base import (CONTAINER_CAPABILITIES, RESTART_APP, ClusterEr
 from harness.util import wait_until
 
 NODES = ["rabbit1", "rabbit2", "rabbit3"]
+
+
+def parse_recoverable(out: str) -> dict[str, list[str]]:
+    """``[{{resource,<<"/">>,queue,<<"q">>},[rabbit@rabbit2]}]`` (an eval's printed term) as
+    {"q": ["rabbit2"]}; a queue outside the default vhost is named "vhost/q"."""
+    found = re.findall(r'<<"([^"]*)">>,\s*queue,\s*<<"([^"]*)">>\},\s*\[([^\]]*)\]', out)
+    return {(q if vhost == "/" else f"{vhost}/{q}"): re.findall(r"@([\w.-]+)", nodes) for vhost, q, nodes in found}
 AMQP_PORTS = {"rabbit1": 5672, "rabbit2": 5673, "rabbit3": 5674}
 MGMT_PORTS = {"rabbit1": 15672, "rabbit2": 15673, "rabbit3": 15674}
 PARTITION_HANDLING = ("ignore", "autoheal", "pause_minority", "pause_if_all_down")
@@ -213,6 +220,21 @@ class RabbitCluster(ComposeCluster):
         if start:
             self.start(node)
 
+    def seen_before(self, fault: str, node: str, params: dict) -> dict | None:
+        # a master lost and forgotten offline: the mirrors RabbitMQ may promote, as they stood
+        if fault == "wipe" and params.get("forget_offline_on"):
+            return {"recoverable_mirrors": self.recoverable_mirrors(node)}
+        return None
+
+    def recoverable_mirrors(self, node: str) -> dict[str, list[str]] | None:
+        """{queue: its recoverable mirrors' nodes} for the classic queues mastered on ``node``:
+        the list ``forget_cluster_node --offline`` promotes from (the queue is deleted when it is
+        empty). None when the node cannot say."""
+        expr = ("[{amqqueue:get_name(Q), amqqueue:get_recoverable_slaves(Q)} || Q <- rabbit_amqqueue:list(), "
+                "is_pid(amqqueue:get_pid(Q)), node(amqqueue:get_pid(Q)) =:= node()].")
+        code, out = self.rabbitmqctl(node, "eval", expr, check=False, timeout=30)
+        return parse_recoverable(out) if code == 0 else None
+
     def forget_offline(self, on: str, node: str, timeout: float = 180) -> None:
         """``rabbitmqctl forget_cluster_node --offline`` as the stopped node ``on`` (its name,
         its data, its configuration) in a one-off container with no network. When ``on``
@@ -285,6 +307,16 @@ class RabbitCluster(ComposeCluster):
             "mirrors": sorted(short_node(n) for n in q.get("slave_nodes") or []),
             "synchronised": sorted(short_node(n) for n in q.get("synchronised_slave_nodes") or []),
         }
+
+    def synchronised_now(self, name: str, node: str = "rabbit1") -> list[str]:
+        """The nodes of ``name``'s synchronised mirrors as the broker holds them now
+        (rabbitmqctl; the management API's copy can be seconds old, and a mirror restarted
+        a moment ago may still be listed there as synchronised)."""
+        name_bin = name.replace("\\", "\\\\").replace('"', '\\"')
+        expr = (f'case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"{name_bin}">>)) of '
+                '{ok, Q} -> [node(P) || P <- amqqueue:get_sync_slave_pids(Q)]; _ -> [] end.')
+        _, out = self.rabbitmqctl(node, "eval", expr, timeout=30)
+        return sorted(re.findall(r"@([\w.-]+)", out))
 
     def quorum_members(self, name: str, vhost: str = "/", node: str | None = None) -> dict[str, Any]:
         """Quorum queue: {"leader": node, "members": [...], "online": [...]}."""

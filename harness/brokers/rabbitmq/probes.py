@@ -213,8 +213,8 @@ class RabbitProbes(Probes):
             start = self.run.clock.now()
             self.cluster.restart_app(p.node)
             if window is None:
-                wait_until(lambda: p.node in self.cluster.queue_mirrors(queue)["synchronised"], p.sync_timeout,
-                           f"{queue}: {p.node} synchronised")
+                wait_until(lambda: p.node in self.cluster.synchronised_now(queue), p.sync_timeout,
+                           f"{queue}: {p.node} synchronised", interval=0.2)
                 end = self.run.clock.now()
             else:
                 end = start + window
