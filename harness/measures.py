@@ -2,6 +2,7 @@
 observation and the run loop (no I/O: unit-tested on synthetic inputs)."""
 from __future__ import annotations
 
+from statistics import mean, median, stdev
 from typing import Any, Callable, Iterable
 
 
@@ -84,12 +85,6 @@ def ack_latency_max(produce: list[dict], start: float, end: float) -> float | No
     return round(max(waits), 3) if waits else None
 
 
-def median(xs: list[float]) -> float:
-    ys = sorted(xs)
-    n = len(ys)
-    return ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2
-
-
 # Repetitions a "falls" needs: if the settings made no difference, each repetition would fall
 # by chance with probability 1/2 per adjacent pair, so all of 5 falling has p = 1/32 per pair
 # (a sign test), while the runs of a 2-core machine vary too much for their ranges to part.
@@ -120,9 +115,8 @@ def mean_ci95(xs: list[float]) -> dict | None:
     n = len(xs)
     if n < 2 or n > len(T95) + 1:
         return None
-    m = sum(xs) / n
-    sd = (sum((x - m) ** 2 for x in xs) / (n - 1)) ** 0.5
-    half = T95[n - 2] * sd / n ** 0.5
+    m = mean(xs)
+    half = T95[n - 2] * stdev(xs) / n ** 0.5
     return {"mean": round(m, 3), "ci95": [round(m - half, 3), round(m + half, 3)]}
 
 

@@ -18,12 +18,6 @@ from harness.util import wait_until
 
 NODES = ["rabbit1", "rabbit2", "rabbit3"]
 
-
-def parse_recoverable(out: str) -> dict[str, list[str]]:
-    """``[{{resource,<<"/">>,queue,<<"q">>},[rabbit@rabbit2]}]`` (an eval's printed term) as
-    {"q": ["rabbit2"]}; a queue outside the default vhost is named "vhost/q"."""
-    found = re.findall(r'<<"([^"]*)">>,\s*queue,\s*<<"([^"]*)">>\},\s*\[([^\]]*)\]', out)
-    return {(q if vhost == "/" else f"{vhost}/{q}"): re.findall(r"@([\w.-]+)", nodes) for vhost, q, nodes in found}
 AMQP_PORTS = {"rabbit1": 5672, "rabbit2": 5673, "rabbit3": 5674}
 MGMT_PORTS = {"rabbit1": 15672, "rabbit2": 15673, "rabbit3": 15674}
 PARTITION_HANDLING = ("ignore", "autoheal", "pause_minority", "pause_if_all_down")
@@ -97,6 +91,13 @@ def _classic_nodes(conf: str) -> list[str]:
     """The peer discovery's node list of a rendered rabbitmq.conf, short names, sorted."""
     return sorted(short_node(v.strip()) for k, _, v in (line.partition("=") for line in conf.splitlines())
                   if k.strip().startswith("cluster_formation.classic_config.nodes."))
+
+
+def parse_recoverable(out: str) -> dict[str, list[str]]:
+    """``[{{resource,<<"/">>,queue,<<"q">>},[rabbit@rabbit2]}]`` (an eval's printed term) as
+    {"q": ["rabbit2"]}; a queue outside the default vhost is named "vhost/q"."""
+    found = re.findall(r'<<"([^"]*)">>,\s*queue,\s*<<"([^"]*)">>\},\s*\[([^\]]*)\]', out)
+    return {(q if vhost == "/" else f"{vhost}/{q}"): re.findall(r"@([\w.-]+)", nodes) for vhost, q, nodes in found}
 
 
 def erlang_node(node: str) -> str:
@@ -184,15 +185,13 @@ class RabbitCluster(ComposeCluster):
                 out.append(site)
         return out
 
-    def site(self, node: str) -> list[str]:
-        return next(s for s in self.sites() if node in s)
-
     def healthy(self) -> bool:
+        sites = self.sites()
         for node in NODES:
             if not self.running(node):
                 return False
             view = self.nodes_view(node)
-            if sorted(short_node(n["name"]) for n in view if n.get("running")) != self.site(node):
+            if sorted(short_node(n["name"]) for n in view if n.get("running")) != next(s for s in sites if node in s):
                 return False
             if any(n.get("partitions") for n in view):
                 return False
@@ -237,9 +236,9 @@ class RabbitCluster(ComposeCluster):
 
     def forget_offline(self, on: str, node: str, timeout: float = 180) -> None:
         """``rabbitmqctl forget_cluster_node --offline`` as the stopped node ``on`` (its name,
-        its data, its configuration) in a one-off container with no network. When ``on``
-        starts, its stopped mirrors of queues whose master was on ``node`` are promoted (the
-        most recently stopped mirror wins)."""
+        its data, its configuration) in a one-off container with no network. Each queue
+        mastered on ``node`` goes to the first of its recoverable mirrors (3.10.8: the oldest
+        in the list, not the most recently stopped, R4c), or is deleted when there is none."""
         if node == on or on not in NODES:
             raise ClusterError(f"forget_offline_on: {on!r} is not another node of the cluster")
         if self.state(on).get("Running"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from statistics import median
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from harness.brokers.rabbitmq.cluster import short_node
 from harness.brokers.rabbitmq.model import SYNC_MODES
 from harness.brokers.rabbitmq.workload import endpoints
 from harness.history import JsonlWriter
-from harness.measures import blocked_s, falls, grows, mean_ci95, median
+from harness.measures import blocked_s, falls, grows, mean_ci95
 from harness.probes import Probes, hosts, spread, spread_measures
 from harness.util import wait_until
 
@@ -60,11 +61,12 @@ class RabbitProbes(Probes):
                      if (c.get("queue") or {}).get("name") == self.sc.queue.name]
         leader = short_node(q.get("leader") or q.get("node"))
         members = {short_node(n) for n in (q.get("members") or [q.get("node"), *(q.get("slave_nodes") or [])]) if n}
+        delivered_bytes = delivered * self.sc.workload.message_size
         self.measurements["link_bytes"] = received
-        self.measurements["link_delivered_bytes"] = delivered * self.sc.workload.message_size
+        self.measurements["link_delivered_bytes"] = delivered_bytes
         self.measurements["delivery_network_share"] = delivery_network_share(
             received, leader, members, {short_node((c.get("channel_details") or {}).get("node")) for c in consumers},
-            delivered * self.sc.workload.message_size)
+            delivered_bytes)
 
     # -- R12 -----------------------------------------------------------------------------
     def _declare_masters(self) -> None:
@@ -103,17 +105,22 @@ class RabbitProbes(Probes):
         self.measurements.update(throughput_measures(runs, t.base(), t.methods[0]))
         self.measurements["throughput_runs"] = runs
 
-    def _one_rate(self, t, method: str, name: str, policy: dict, stem: Path) -> float:
-        """msg/s into a fresh queue on rabbit1 under ``policy``, by ``method``."""
-        eps = endpoints(self.cluster)
-        queue = f"mqchaos-tput-{name}"
+    def _declare(self, queue: str, policy: dict) -> None:
+        """``queue`` (durable) under ``policy`` (its own, named after it), declared on rabbit1:
+        its master is there, and the probes' clients publish there."""
         if policy:
-            self.cluster.set_policy(f"mqchaos-tput-{name}", f"^{queue}$", policy, priority=2)
-        conn = pika.BlockingConnection(params(eps[0]))  # masters on rabbit1: clients publish there
+            self.cluster.set_policy(queue, f"^{queue}$", policy, priority=2)
+        conn = pika.BlockingConnection(params(endpoints(self.cluster)[0]))
         try:
             conn.channel().queue_declare(queue, durable=True)
         finally:
             conn.close()
+
+    def _one_rate(self, t, method: str, name: str, policy: dict, stem: Path) -> float:
+        """msg/s into a fresh queue on rabbit1 under ``policy``, by ``method``."""
+        eps = endpoints(self.cluster)
+        queue = f"mqchaos-tput-{name}"
+        self._declare(queue, policy)
         if policy.get("ha-mode"):
             wait_until(lambda q=queue: len(self.cluster.queue_mirrors(q)["synchronised"]) >= 1, 60,
                        f"{queue} mirrored")
@@ -140,7 +147,6 @@ class RabbitProbes(Probes):
         for w in pubs:
             w.join(30)
         return round(ok / elapsed, 1)
-
 
     # -- R6 ------------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -170,12 +176,7 @@ class RabbitProbes(Probes):
     def _sync_queue(self, queue: str, mode: str) -> None:
         """The queue (declared on rabbit1 if new) under ha-mode all and ``mode``, every mirror
         synchronised."""
-        self.cluster.set_policy(queue, f"^{queue}$", {"ha-mode": "all", "ha-sync-mode": mode}, priority=2)
-        conn = pika.BlockingConnection(params(endpoints(self.cluster)[0]))
-        try:
-            conn.channel().queue_declare(queue, durable=True)
-        finally:
-            conn.close()
+        self._declare(queue, {"ha-mode": "all", "ha-sync-mode": mode})
         wait_until(lambda: len(self.cluster.queue_mirrors(queue)["synchronised"]) == len(self.cluster.nodes()) - 1,
                    self.sc.probes.sync.sync_timeout, f"{queue}: every mirror synchronised ({mode})")
 
