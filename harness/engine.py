@@ -31,7 +31,7 @@ def engine_answers() -> bool:
         return False
 
 
-def _apt_install(packages: list[str]) -> None:
+def apt_install(packages: list[str]) -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     log(f"apt-get install {' '.join(packages)}")
     run(["apt-get", "update", "-qq"], timeout=600, env=env)
@@ -85,7 +85,7 @@ def ensure_engine(timeout: float = 90) -> None:
     if need:
         if os.geteuid() != 0:
             raise RuntimeError(f"missing {need} and not root: install them first")
-        _apt_install(need)
+        apt_install(need)
     if engine_answers():
         log("docker engine answers")
         return

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from harness import brokers
 from harness.brokers.base import ImageSpec
-from harness.engine import _apt_install, ensure_engine
+from harness.engine import apt_install, ensure_engine
 from harness.util import run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +59,7 @@ def ensure_base() -> str:
             pass
         log(f"cannot pull {BASE_TAG}: building it with debootstrap")
     if not shutil.which("debootstrap"):
-        _apt_install(["debootstrap"])
+        apt_install(["debootstrap"])
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mqchaos-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
@@ -112,7 +112,7 @@ def ensure_image(kind: str, base_id: str, force: bool = False) -> str:
     else:
         missing = [package for command, package in spec.tools if not shutil.which(command)]
         if missing:
-            _apt_install(missing)
+            apt_install(missing)
         ctx = _prepare_context(spec)
         t0 = time.monotonic()
         log(f"building {ref}")

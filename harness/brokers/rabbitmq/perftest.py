@@ -6,6 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
+from harness.engine import apt_install
 from harness.util import run
 
 HERE = Path(__file__).resolve().parent
@@ -23,7 +24,7 @@ def ensure_jars() -> Path:
     if any(LIB.glob("perf-test-*.jar")):
         return LIB
     if not shutil.which("mvn"):
-        raise PerfTestError("PerfTest needs mvn to fetch its jars (apt-get install maven)")
+        apt_install(["maven"])  # as the images do: Maven Central is reachable, the tool may not be here
     LIB.mkdir(parents=True, exist_ok=True)
     run(["mvn", "-q", "-B", "-f", str(HERE / "perftest-pom.xml"), "dependency:copy-dependencies",
          "-DincludeScope=runtime", f"-DoutputDirectory={LIB}"], timeout=900)
