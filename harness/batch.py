@@ -29,7 +29,7 @@ from harness.checking import Checker
 from harness.expect import verdict
 from harness.runner import Hooks, Interrupted, Run, log
 from harness.scenario import Scenario, ScenarioError, load, parse_recorded
-from harness.verdicts import EXIT_UNKNOWN, merge_codes
+from harness.verdicts import EXIT_UNKNOWN, NOT_APPLICABLE, merge_codes, not_applicable_result
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -51,14 +51,15 @@ class Entry:
         return self.run.info.get("status", "not run") if self.run else "not run"
 
 
-def select(files: list[Path], only: list[str] | None,
-           sort: bool = True) -> tuple[list[Scenario], list[tuple[str, str]]]:
+def select(files: list[Path], only: list[str] | None, sort: bool = True,
+           versions: dict[str, str] | None = None) -> tuple[list[Scenario], list[tuple[str, str]]]:
     """Scenarios to run, in catalogue order (R, Q, K; then by id), and the files that did not
-    validate (each with its error). `only` matches ids (R5 picks R5 and R5b) or names."""
+    validate (each with its error). `only` matches ids (R5 picks R5 and R5b) or names;
+    ``versions``: --version, by broker."""
     scenarios, bad = [], []
     for f in files:
         try:
-            scenarios.append(load(f))
+            scenarios.append(load(f, versions))
         except ScenarioError as e:
             bad.append((str(f), str(e)))
     if only:
@@ -178,7 +179,7 @@ def row(e: Entry) -> dict:
     else:
         base.update(prediction=None, valid=e.status, reason=(e.run.info.get("error") if e.run else None)
                     or e.check_error or f"run {e.status}", report=str(e.run.dir) if e.run else None)
-    base["harness_error"] = e.status != "completed"
+    base["harness_error"] = e.status not in ("completed", NOT_APPLICABLE)
     return base
 
 
@@ -217,6 +218,9 @@ def rows_from_runs(run_dirs: list[Path]) -> list[dict]:
                 result["prediction"] = verdict(sc, result, info)
             base.update(R.run_row(sc, result, info, d))
             base["harness_error"] = False
+        elif info.get("status") == NOT_APPLICABLE:
+            base.update(R.not_applicable_row(sc, not_applicable_result(info.get("not_applicable")), d),
+                        harness_error=False)
         else:
             base.update(prediction=None, reason=info.get("error") or f"run {info.get('status')}",
                         report=str(d), harness_error=True)
@@ -254,12 +258,12 @@ def _interrupted(signum, frame):
 def run_batch(only: list[str] | None = None, repeat: int = 1, files: list[Path] | None = None,
               results: Path | None = None, kind: str = "catalogue", retries: int = 1,
               master: str | None = None, keep_cluster: bool = False, sort: bool = True,
-              table: str = "summary.md", echo=print) -> int:
+              table: str = "summary.md", echo=print, versions: dict[str, str] | None = None) -> int:
     """Run the scenarios (``files``, default every file in scenarios/; ``only`` picks rows;
-    in catalogue order unless not ``sort``), overlapped by a ``Pipeline`` and checked in one
-    Spark session, write the batch's summary and echo its ``table``; return the merged exit
-    code."""
-    scenarios, invalid = select(files or sorted(SCENARIO_DIR.glob("*.yaml")), only, sort)
+    in catalogue order unless not ``sort``; ``versions``: --version, by broker), overlapped
+    by a ``Pipeline`` and checked in one Spark session, write the batch's summary and echo
+    its ``table``; return the merged exit code."""
+    scenarios, invalid = select(files or sorted(SCENARIO_DIR.glob("*.yaml")), only, sort, versions)
     for path, err in invalid:
         log(err)
     out = store.new_batch_dir(kind, results)

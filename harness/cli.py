@@ -7,6 +7,22 @@ import sys
 import click
 
 
+def _versions(ctx, param, values) -> dict[str, str]:
+    """--version [BROKER=]V, repeatable: checked by the one rule (harness.scenario)."""
+    from harness.scenario import versions_option
+
+    try:
+        return versions_option(values)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+VERSION = click.option(
+    "--version", "versions", multiple=True, callback=_versions, metavar="[BROKER=]VERSION",
+    help="The broker's version (over the scenario's version: and $MQCHAOS_<BROKER>_VERSION), e.g. 4.0 "
+         "or rabbitmq=4.0; a bare version applies to every broker that has it.")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Jepsen-style fault injection against real RabbitMQ and Kafka clusters."""
@@ -83,15 +99,17 @@ def analyze(results, master, out, ordering, unavailable_threshold, json_only):
 
 @main.command()
 @click.argument("scenario_files", nargs=-1, required=True)
-def validate(scenario_files):
+@VERSION
+def validate(scenario_files, versions):
     """Validate scenario files; every error names its field."""
     from harness.scenario import ScenarioError, load
 
     bad = 0
     for f in scenario_files:
         try:
-            sc = load(f)
-            click.echo(f"ok  {f}: {sc.name} ({sc.broker})")
+            sc = load(f, versions)
+            na = sc.not_applicable()
+            click.echo(f"ok  {f}: {sc.name} ({sc.broker} {sc.version})" + (f": not applicable: {na}" if na else ""))
         except ScenarioError as e:
             bad += 1
             click.echo(str(e), err=True)
@@ -109,8 +127,9 @@ def validate(scenario_files):
               help="Run nothing: merge these catalogue result directories (later ones win) into one summary.")
 @click.option("--from-runs", is_flag=True,
               help="Run nothing: the arguments are run directories (already checked); summarise them.")
+@VERSION
 @click.argument("scenario_files", nargs=-1)
-def catalogue(only, repeat, retries, kind, master, merge_dirs, from_runs, scenario_files):
+def catalogue(only, repeat, retries, kind, master, merge_dirs, from_runs, versions, scenario_files):
     """Run the scenario catalogue (default scenarios/*.yaml); summary.md/json and junit.xml
     under results/<kind>/<timestamp>/. Exit 0 all valid, 1 anomalies, 2 undecided or harness
     errors (merged by harness/verdicts.py: any 1 makes 1, else any 2 makes 2)."""
@@ -132,7 +151,7 @@ def catalogue(only, repeat, retries, kind, master, merge_dirs, from_runs, scenar
 
     sys.exit(run_batch(only.split(",") if only else None, repeat,
                        [Path(f) for f in scenario_files] or None, kind=kind, retries=retries,
-                       master=master))
+                       master=master, versions=versions))
 
 
 @main.command("doc-table")
@@ -165,13 +184,15 @@ def doc_table(batch_dir, doc, name, only):
 @click.argument("scenario_file")
 @click.option("--keep-cluster", is_flag=True, help="Leave the cluster running after the run.")
 @click.option("--no-check", is_flag=True, help="Skip the Spark check and the report.")
-def run(scenario_file, keep_cluster, no_check):
-    """Run one scenario against a real cluster; exit 0 valid, 1 anomalies, 2 unknown/error."""
+@VERSION
+def run(scenario_file, keep_cluster, no_check, versions):
+    """Run one scenario against a real cluster; exit 0 valid, 1 anomalies, 2 unknown/error
+    (also when its claim does not exist in the version: not applicable)."""
     from harness.runner import run_scenario
     from harness.scenario import ScenarioError, load
 
     try:
-        sc = load(scenario_file)
+        sc = load(scenario_file, versions)
     except ScenarioError as e:
         click.echo(str(e), err=True)
         sys.exit(2)
@@ -197,7 +218,8 @@ def serve(results, port):
 @click.option("--keep-cluster", is_flag=True)
 @click.option("--retries", type=click.IntRange(0, 3), default=0, show_default=True,
               help="Retries of a run whose harness failed (never of a finding).")
-def suite(scenario_files, keep_cluster, retries):
+@VERSION
+def suite(scenario_files, keep_cluster, retries, versions):
     """Run the given scenarios in order and print one table (what `make test-partition`
     calls): the catalogue's runner on a selection, summary under results/suites/."""
     from pathlib import Path
@@ -205,7 +227,7 @@ def suite(scenario_files, keep_cluster, retries):
     from harness.batch import run_batch
 
     sys.exit(run_batch(files=[Path(f) for f in scenario_files], kind="suites", retries=retries,
-                       keep_cluster=keep_cluster, sort=False, table="summary.txt"))
+                       keep_cluster=keep_cluster, sort=False, table="summary.txt", versions=versions))
 
 
 from harness.cluster_cli import register  # noqa: E402 - the group must exist first

@@ -25,6 +25,20 @@ def _parse_sets(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _image_versions(kinds: list[str], values: tuple[str, ...]) -> dict[str, list[str]]:
+    """``mqchaos images --version``: the versions to build, by broker (the usual rule when
+    none is given; ``all``: every generation)."""
+    from harness.scenario import versions_option
+
+    if "all" in values:
+        return {k: list(brokers.get(k).generations) for k in kinds}
+    try:
+        chosen = versions_option(values)
+        return {k: [chosen[k] if k in chosen else brokers.get(k).version()[0]] for k in kinds}
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--version") from None
+
+
 def register(main: click.Group) -> None:
     @main.command()
     def engine():
@@ -35,11 +49,18 @@ def register(main: click.Group) -> None:
     @main.command()
     @click.argument("kinds", nargs=-1, type=KIND)
     @click.option("--force", is_flag=True, help="Rebuild even if the inputs did not change.")
-    def images(kinds, force):
-        """Build the base image (debootstrap) and the broker images, if their inputs changed."""
+    @click.option("--version", "versions", multiple=True, metavar="[BROKER=]VERSION|all",
+                  help="The versions to build (default: each broker's version by the usual rule: "
+                       "$MQCHAOS_<BROKER>_VERSION, else the default); 'all': every version.")
+    def images(kinds, force, versions):
+        """Build the base images (debootstrap, one per Debian suite) and the broker images,
+        if their inputs changed."""
+        kinds = list(kinds) or list(brokers.KINDS)
+        wanted = _image_versions(kinds, versions)
         t0 = time.monotonic()
-        for kind, ref in ensure_images(list(kinds) or None, force=force).items():
-            click.echo(f"{kind}: {ref}")
+        for kind, refs in ensure_images(kinds, force=force, versions=wanted).items():
+            for version, ref in refs.items():
+                click.echo(f"{kind} {version}: {ref}")
         click.echo(f"images ready in {time.monotonic() - t0:.0f}s")
 
     @main.command()
@@ -49,21 +70,31 @@ def register(main: click.Group) -> None:
                        "partition_handling=pause_minority, min_insync_replicas=2) or a raw "
                        "rabbitmq.conf / server.properties key (e.g. min.insync.replicas=2).")
     @click.option("--timeout", type=float, default=None, help="Seconds to wait for a healthy cluster.")
-    def up(kind, sets, timeout):
+    @click.option("--version", default=None, metavar="VERSION",
+                  help="The broker's version (default: $MQCHAOS_<BROKER>_VERSION, else the default one).")
+    def up(kind, sets, timeout, version):
         """Bring up a fresh three-node cluster and wait until it is healthy."""
-        ensure_engine()
-        ensure_images([kind])
         plugin = brokers.get(kind)
+        values = _parse_sets(sets)
+        if "version" in values:
+            raise click.BadParameter("the version is --version, not a setting", param_hint="--set")
         try:
-            cfg = plugin.settings(_parse_sets(sets))
+            version, _ = plugin.version(cli=version)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--version") from None
+        try:
+            cfg = plugin.settings(values)
         except ValidationError as e:
             raise click.BadParameter(str(e), param_hint="--set") from None
+        cfg.version = version
+        ensure_engine()
+        ensure_images([kind], versions={kind: [version]})
         if timeout:
             cfg.healthy_timeout = timeout
         cluster = plugin.cluster()
         t0 = time.monotonic()
         cluster.up(cfg)
-        click.echo(f"{kind} healthy in {time.monotonic() - t0:.1f}s")
+        click.echo(f"{kind} {version} healthy in {time.monotonic() - t0:.1f}s")
         for node, ep in cluster.client_endpoints().items():
             click.echo(f"  {node}: {ep} ({cluster.address(node)})")
 
@@ -90,6 +121,7 @@ def register(main: click.Group) -> None:
             c = brokers.get_cluster(kind)
             st = c.status()
             entry: dict = {"nodes": {}}
+            images = c.node_images() if isinstance(c, brokers.ComposeCluster) else {}
             for node, s in st.items():
                 addr = None
                 if s != "absent":
@@ -97,7 +129,7 @@ def register(main: click.Group) -> None:
                         addr = c.address(node)
                     except Exception:  # noqa: BLE001
                         pass
-                entry["nodes"][node] = {"state": s, "address": addr}
+                entry["nodes"][node] = {"state": s, "address": addr, **images.get(node, {})}
             if any(s == "running" for s in st.values()):
                 try:
                     entry.update(c.describe())
@@ -111,7 +143,8 @@ def register(main: click.Group) -> None:
             extra = {k: v for k, v in entry.items() if k != "nodes"}
             click.echo(f"{kind}: {json.dumps(extra) if extra else 'not up'}")
             for node, info in entry["nodes"].items():
-                click.echo(f"  {node:8s} {info['state']:10s} {info['address'] or ''}")
+                runs = f"{info.get('image') or ''}" + (f" (version {info['version']})" if info.get("version") else "")
+                click.echo(f"  {node:8s} {info['state']:10s} {info['address'] or '':15s} {runs}")
 
     @main.command()
     @click.argument("kind", type=KIND)

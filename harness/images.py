@@ -1,13 +1,16 @@
 """Build the project's images from its own files, with no container registry.
 
-1. ``debian:bookworm-slim``: pulled if a registry answers, else made with
-   ``debootstrap --variant=minbase bookworm`` and ``docker import``.
-2. Each broker plug-in's image (its ``ImageSpec``: compose/<context>/Dockerfile, and what
-   its ``prepare`` puts in the build context, e.g. the Kafka jars from Maven Central).
+1. A base image per Debian suite a broker version needs (``Generation.suite``):
+   ``debian:<suite>-slim``, pulled if a registry answers, else made with
+   ``debootstrap --variant=minbase <suite>`` and ``docker import``.
+2. Each broker plug-in's image per version (its ``ImageSpec``: compose/<context>/Dockerfile
+   with the generation's build arguments, and what its ``prepare`` puts in the build context,
+   e.g. the Kafka jars from Maven Central).
 
-Each image is tagged ``<repo>:<hash>`` where the hash covers its build inputs (the
-spec's input files and the base image id) and ``<repo>:latest``; a build is skipped
-when the image for the current hash exists. Idempotent.
+Each image is tagged by ``ImageSpec.ref``: the default version as today (``<repo>:<hash>``
+and ``<repo>:latest``), the others ``<repo>:<version>-<hash>`` and ``<repo>:<version>``. The
+hash covers its build inputs (the spec's input files, the build arguments and the base image
+id); a build is skipped when the image for the current hash exists. Idempotent.
 """
 from __future__ import annotations
 
@@ -22,16 +25,22 @@ import time
 from pathlib import Path
 
 from harness import brokers
-from harness.brokers.base import ImageSpec
+from harness.brokers.base import VERSION_LABEL, Generation, ImageSpec
 from harness.engine import apt_install, ensure_engine
 from harness.util import run
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_DIR = ROOT / "compose"
 BUILD_DIR = ROOT / "build" / "images"
-BASE_TAG = os.environ.get("MQCHAOS_BASE_IMAGE", "debian:bookworm-slim")
+DEFAULT_SUITE = "bookworm"
+# MQCHAOS_BASE_IMAGE names the default suite's base image (as before generations)
+BASE_TAG = os.environ.get("MQCHAOS_BASE_IMAGE", f"debian:{DEFAULT_SUITE}-slim")
 MIRROR = os.environ.get("MQCHAOS_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 SECURITY_MIRROR = os.environ.get("MQCHAOS_DEBIAN_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
+# forky is Debian's testing suite: bookworm's debootstrap (1.0.128) has no script named
+# after it; testing is bootstrapped like sid
+DEBOOTSTRAP_SCRIPT = {"forky": "sid"}
+DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
 
 
 def log(msg: str) -> None:
@@ -44,45 +53,64 @@ def image_id(ref: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def ensure_base() -> str:
-    """Return the id of the base image, creating it if needed."""
-    iid = image_id(BASE_TAG)
+def base_tag(suite: str) -> str:
+    return BASE_TAG if suite == DEFAULT_SUITE else f"debian:{suite}-slim"
+
+
+def sources_list(suite: str) -> str:
+    """The base image's apt sources: the suite, its updates and security archives (testing
+    has neither in a form worth following: forky gets its main archive only)."""
+    lines = [f"deb {MIRROR} {suite} main"]
+    if suite != "forky":
+        lines += [f"deb {MIRROR} {suite}-updates main", f"deb {SECURITY_MIRROR} {suite}-security main"]
+    return "\n".join(lines) + "\n"
+
+
+def debootstrap_command(suite: str, rootfs: Path) -> list[str]:
+    cmd = ["debootstrap", "--variant=minbase", suite, str(rootfs), MIRROR]
+    script = DEBOOTSTRAP_SCRIPT.get(suite)
+    if script and not (DEBOOTSTRAP_SCRIPTS / suite).exists():
+        cmd.append(str(DEBOOTSTRAP_SCRIPTS / script))
+    return cmd
+
+
+def ensure_base(suite: str = DEFAULT_SUITE) -> str:
+    """Return the id of the suite's base image, creating it if needed."""
+    tag = base_tag(suite)
+    iid = image_id(tag)
     if iid:
         return iid
     if os.environ.get("MQCHAOS_TRY_PULL", "1") == "1":
         try:
-            proc = subprocess.run(["docker", "pull", BASE_TAG], capture_output=True, text=True, timeout=60)
-            if proc.returncode == 0 and image_id(BASE_TAG):
-                log(f"pulled {BASE_TAG}")
-                return image_id(BASE_TAG)  # type: ignore[return-value]
+            proc = subprocess.run(["docker", "pull", tag], capture_output=True, text=True, timeout=60)
+            if proc.returncode == 0 and image_id(tag):
+                log(f"pulled {tag}")
+                return image_id(tag)  # type: ignore[return-value]
         except subprocess.TimeoutExpired:
             pass
-        log(f"cannot pull {BASE_TAG}: building it with debootstrap")
+        log(f"cannot pull {tag}: building it with debootstrap")
     if not shutil.which("debootstrap"):
         apt_install(["debootstrap"])
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mqchaos-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        run(["debootstrap", "--variant=minbase", "bookworm", str(rootfs), MIRROR], timeout=1200)
-        (rootfs / "etc/apt/sources.list").write_text(
-            f"deb {MIRROR} bookworm main\n"
-            f"deb {MIRROR} bookworm-updates main\n"
-            f"deb {SECURITY_MIRROR} bookworm-security main\n")
+        run(debootstrap_command(suite, rootfs), timeout=1200)
+        (rootfs / "etc/apt/sources.list").write_text(sources_list(suite))
         shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
         (rootfs / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."],
                                stdout=subprocess.PIPE)
-        imp = subprocess.run(["docker", "import", "--change", 'CMD ["/bin/bash"]', "-", BASE_TAG],
+        imp = subprocess.run(["docker", "import", "--change", 'CMD ["/bin/bash"]', "-", tag],
                              stdin=tar.stdout, capture_output=True, text=True, timeout=600)
         tar.stdout.close()  # type: ignore[union-attr]
         tar.wait(timeout=60)
         if imp.returncode != 0 or tar.returncode != 0:
             raise RuntimeError(f"docker import failed: {imp.stderr}")
-    log(f"made {BASE_TAG} with debootstrap in {time.monotonic() - t0:.0f}s")
-    return image_id(BASE_TAG)  # type: ignore[return-value]
+    log(f"made {tag} with debootstrap in {time.monotonic() - t0:.0f}s")
+    return image_id(tag)  # type: ignore[return-value]
 
 
-def inputs_hash(spec: ImageSpec, base_id: str) -> str:
+def inputs_hash(spec: ImageSpec, base_id: str, generation: Generation | None = None) -> str:
     h = hashlib.sha256()
     h.update(base_id.encode())
     src = COMPOSE_DIR / spec.context
@@ -91,60 +119,97 @@ def inputs_hash(spec: ImageSpec, base_id: str) -> str:
             continue
         h.update(str(path.relative_to(src)).encode())
         h.update(path.read_bytes())
+    if generation is not None and generation.build_args:
+        h.update(json.dumps(sorted(generation.build_args)).encode())
     return h.hexdigest()[:16]
 
 
-def _prepare_context(spec: ImageSpec) -> Path:
-    ctx = BUILD_DIR / spec.context
+def context_dir(spec: ImageSpec, generation: Generation) -> Path:
+    """The build context of a generation's image (each its own: the jars differ)."""
+    return BUILD_DIR / spec.context / (generation.stem() or "default")
+
+
+def _prepare_context(spec: ImageSpec, generation: Generation) -> Path:
+    ctx = context_dir(spec, generation)
     ctx.mkdir(parents=True, exist_ok=True)
     shutil.copy2(COMPOSE_DIR / spec.context / "Dockerfile", ctx / "Dockerfile")
     if spec.prepare:
-        spec.prepare(ctx)
+        spec.prepare(ctx, generation)
     return ctx
 
 
-def ensure_image(kind: str, base_id: str, force: bool = False) -> str:
+def build_command(ref: str, digest: str, generation: Generation, ctx: Path) -> list[str]:
+    """``docker build`` of a generation's image: its build arguments, and labels saying what
+    it was built from (``mqchaos status`` shows the version each node runs)."""
+    build_args = (("BASE_IMAGE", base_tag(generation.suite)), *generation.build_args)
+    args = [a for k, v in build_args for a in ("--build-arg", f"{k}={v}")]
+    return ["docker", "build", "-q", "--label", f"mqchaos.inputs={digest}", "--label",
+            f"{VERSION_LABEL}={generation.name}", *args, "-t", ref, str(ctx)]
+
+
+def images_to_build(kind: str, versions: list[str] | None = None) -> list[Generation]:
+    """The generations whose images ``versions`` need (a generation that runs another's
+    image, Kafka 3.9 in KRaft mode, needs that one): one per image."""
+    plugin = brokers.get(kind)
+    wanted = [plugin.generation(v) for v in (versions or [plugin.version()[0]])]
+    out: dict[str, Generation] = {}
+    for g in wanted:
+        owner = next((o for o in plugin.generations.values() if o.stem() == g.stem() and o.tag is None), g)
+        out.setdefault(owner.stem(), owner)
+    return list(out.values())
+
+
+def ensure_image(kind: str, generation: Generation, base_id: str, force: bool = False) -> str:
     spec = brokers.get(kind).image
-    digest = inputs_hash(spec, base_id)
-    ref = f"{spec.repo}:{digest}"
+    digest = inputs_hash(spec, base_id, generation)
+    ref = spec.ref(generation, digest)
     if not force and image_id(ref):
         log(f"{ref} is up to date")
     else:
         missing = [package for command, package in spec.tools if not shutil.which(command)]
         if missing:
             apt_install(missing)
-        ctx = _prepare_context(spec)
+        ctx = _prepare_context(spec, generation)
         t0 = time.monotonic()
-        log(f"building {ref}")
+        log(f"building {ref} ({kind} {generation.name} on {generation.suite})")
         env = dict(os.environ, DOCKER_BUILDKIT="0")
-        run(["docker", "build", "-q", "--label", f"mqchaos.inputs={digest}", "-t", ref, str(ctx)],
-            timeout=1800, env=env)
+        run(build_command(ref, digest, generation, ctx), timeout=1800, env=env)
         log(f"built {ref} in {time.monotonic() - t0:.0f}s")
-        dump_config_keys(kind, ref)
-    run(["docker", "tag", ref, f"{spec.repo}:latest"], timeout=60)
+        dump_config_keys(kind, ref, generation)
+    run(["docker", "tag", ref, spec.ref(generation)], timeout=60)
     return ref
 
 
-def dump_config_keys(kind: str, ref: str) -> Path:
+def dump_config_keys(kind: str, ref: str, generation: Generation | None = None) -> Path:
     """The broker's own configuration names, dumped from the image just built (the plug-in's
-    committed config-keys.json must be the same: tests/test_images_real.py)."""
-    out = BUILD_DIR / brokers.get(kind).image.context / "config-keys.json"
+    committed config-keys.json must be the default version's: tests/test_images_real.py)."""
+    spec = brokers.get(kind).image
+    out = (context_dir(spec, generation) if generation else BUILD_DIR / spec.context) / "config-keys.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(brokers.get(kind).dump_config_keys(ref), indent=1) + "\n")
     log(f"{kind}: configuration names dumped to {out}")
     return out
 
 
-def ensure_images(kinds: list[str] | None = None, force: bool = False) -> dict[str, str]:
+def ensure_images(kinds: list[str] | None = None, force: bool = False,
+                  versions: dict[str, list[str]] | None = None) -> dict[str, dict[str, str]]:
+    """The images of ``kinds`` (default: every broker) for ``versions`` (by broker; default:
+    the version the usual rule picks), each base suite made once: {kind: {version: ref}}."""
     ensure_engine()
-    base = ensure_base()
-    return {k: ensure_image(k, base, force=force) for k in (kinds or list(brokers.KINDS))}
+    bases: dict[str, str] = {}
+    out: dict[str, dict[str, str]] = {}
+    for kind in kinds or list(brokers.KINDS):
+        for g in images_to_build(kind, (versions or {}).get(kind)):
+            if g.suite not in bases:
+                bases[g.suite] = ensure_base(g.suite)
+            out.setdefault(kind, {})[g.name] = ensure_image(kind, g, bases[g.suite], force=force)
+    return out
 
 
 def main() -> int:
-    refs = ensure_images()
-    for kind, ref in refs.items():
-        print(f"{kind}: {ref}")
+    for kind, refs in ensure_images().items():
+        for version, ref in refs.items():
+            print(f"{kind} {version}: {ref}")
     return 0
 
 

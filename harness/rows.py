@@ -28,7 +28,15 @@ def run_row(sc, result: dict, info: dict, run_dir: Path) -> dict:
             "ordering": result.get("ordering"), "unavailable_s": result["unavailable_s"],
             "blocked_s": m.get("blocked_s"), "measurement": specific, "valid": result["valid"],
             "prediction": result["prediction"]["held"], "reason": result["prediction"]["reason"],
-            "decided_by": decided_by(result["prediction"]), "expect": sc.expect, "require": sc.require, "brokers": info.get("brokers"), "report": str(Path(run_dir) / store.REPORT_MD)}
+            "decided_by": decided_by(result["prediction"]), "expect": sc.expect, "require": sc.require,
+            "version": sc.version, "brokers": info.get("brokers"), "report": str(Path(run_dir) / store.REPORT_MD)}
+
+
+def not_applicable_row(sc, result: dict, run_dir: Path) -> dict:
+    """The row of a run whose claim does not exist in its version: nothing measured."""
+    return {"scenario": sc.name, "id": sc.id, "valid": None, "prediction": None, "not_applicable": True,
+            "reason": result["reason"], "decided_by": result["reason"], "expect": sc.expect,
+            "require": sc.require, "version": sc.version, "report": str(Path(run_dir) / store.CHECK_JSON)}
 
 
 def decided_by(prediction: dict) -> str:
@@ -47,6 +55,8 @@ def decided_by(prediction: dict) -> str:
 
 
 def verdict_text(r: dict) -> str:
+    if r.get("not_applicable"):
+        return "not applicable"
     if r.get("harness_error"):
         return "harness error" + (" (retried)" if r.get("retried") else "")
     return VERDICT[r.get("prediction")] + (" (after a retry)" if r.get("retried") else "")

@@ -26,7 +26,7 @@ from harness.clients.base import Worker
 from harness.history import HISTORY_VERSION, JsonlWriter, RunClock
 from harness.scenario import Scenario
 from harness.util import StopWaiting
-from harness.verdicts import EXIT_UNKNOWN, run_exit_code
+from harness.verdicts import EXIT_UNKNOWN, NOT_APPLICABLE, not_applicable_result, run_exit_code
 from nemesis import net
 from nemesis.core import Nemesis
 
@@ -105,6 +105,8 @@ class Run:
         self.probes = None
         self.info: dict = {"scenario": sc.name, "id": sc.id, "broker": sc.broker, "seed": sc.seed,
                            "ordering": sc.ordering, "params": sc.model_dump(mode="json"),
+                           # the version asked for and where from (the nodes' own: "brokers")
+                           "version": {"version": sc.version, "from": sc.version_source},
                            "history_version": HISTORY_VERSION,
                            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                            # the clock's origin on the wall clock: a batch's runs on one time axis
@@ -143,6 +145,9 @@ class Run:
     def prepare(self) -> None:
         """Bring the cluster up in a thread (a batch does while the previous run ends);
         ``execute`` waits for it and raises its error inside its own clean-up."""
+        if self.sc.not_applicable():
+            return  # no cluster for a claim the version does not have
+
         def up() -> None:
             try:
                 self._up()
@@ -173,6 +178,9 @@ class Run:
             self.executed.set()
 
     def _execute(self) -> int:
+        reason = self.sc.not_applicable()
+        if reason:
+            return self._not_applicable(reason)
         prev = signal.signal(signal.SIGTERM, _raise_interrupted)
         self.clock.export()
         code = EXIT_UNKNOWN
@@ -205,6 +213,17 @@ class Run:
         self.info["exit_code"] = code
         self.phase("end")
         return code
+
+    def _not_applicable(self, reason: str) -> int:
+        """The claim does not exist in this version: no cluster, no history; run.json and
+        check.json say why, and the run is undecided (harness.verdicts.NOT_APPLICABLE)."""
+        result = not_applicable_result(reason)
+        log(f"{self.sc.name} on {self.sc.broker} {self.sc.version}: {result['reason']}")
+        self.info.update(status=NOT_APPLICABLE, not_applicable=reason, exit_code=EXIT_UNKNOWN)
+        store.write_check(self.dir, result)
+        self.info["summary"] = rows.not_applicable_row(self.sc, result, self.dir)
+        self.phase("end")
+        return EXIT_UNKNOWN
 
     def _up(self) -> None:
         self.phase("cluster-up")

@@ -54,9 +54,11 @@ def _misplaced(data: dict, broker: str) -> list[str]:
 def parse_recorded(params: Any, source: str = "run.json") -> Scenario:
     """The scenario a run recorded (run.json ``params``), also from before the broker
     plug-ins: that model held every broker's workload options and probes, and the other
-    broker's queue / topic as null. Those are dropped; what is left must still validate."""
+    broker's queue / topic as null. Those are dropped; what is left must still validate.
+    Its version is the one it recorded (none: from before generations, the default one),
+    whatever the environment says now."""
     if not isinstance(params, dict) or params.get("broker") not in brokers.KINDS:
-        return parse(params, source)
+        return parse(params, source, env={})
     model = brokers.get(params["broker"]).scenario_model
     targets = {p.scenario_model.target_key for p in brokers.plugins()}
     data = {k: v for k, v in params.items() if v is not None or k not in targets}
@@ -64,10 +66,40 @@ def parse_recorded(params: Any, source: str = "run.json") -> Scenario:
         fields = model.model_fields[key].annotation.model_fields
         if isinstance(data.get(key), dict):
             data[key] = {k: v for k, v in data[key].items() if k in fields and (key != "probes" or v is not None)}
-    return parse(data, source)
+    if isinstance(data.get("cluster"), dict):  # the version the run recorded is the scenario's
+        data["cluster"] = {k: v for k, v in data["cluster"].items() if k != "version"}
+    return parse(data, source, env={})
 
 
-def parse(data: Any, source: str = "scenario") -> Scenario:
+def versions_option(values: tuple[str, ...] | list[str] | str | None) -> dict[str, str]:
+    """--version values as {broker: version}: ``BROKER=V`` for one broker, a bare ``V`` for
+    every broker that has such a version (a batch holds both brokers' scenarios). ValueError
+    for a version no broker has, or two for one broker."""
+    values = [values] if isinstance(values, str) else list(values or [])
+    out: dict[str, str] = {}
+    for value in values:
+        kind, sep, version = value.partition("=")
+        if sep and kind not in brokers.KINDS:
+            raise ValueError(f"--version {value}: no broker {kind!r} (one of {', '.join(brokers.KINDS)})")
+        kinds = [kind] if sep else [k for k in brokers.KINDS if value in brokers.get(k).generations]
+        version = version if sep else value
+        if not kinds:
+            known = "; ".join(f"{k}: {', '.join(brokers.get(k).generations)}" for k in brokers.KINDS)
+            raise ValueError(f"--version {value}: no broker has this version ({known})")
+        for k in kinds:
+            brokers.get(k).version(cli=version, env={})  # the same check as the scenario's
+            if out.get(k, version) != version:
+                raise ValueError(f"--version: two versions for {k} ({out[k]}, {version})")
+            out[k] = version
+    return out
+
+
+def parse(data: Any, source: str = "scenario", version: str | dict[str, str] | None = None,
+          env: dict[str, str] | None = None) -> Scenario:
+    """``data`` validated into its broker's scenario model. ``version`` (--version; a mapping:
+    by broker, ``versions_option``) and ``env`` (default: the process's) take part in
+    choosing the broker's version (``Broker.version``: the one rule); afterwards
+    ``sc.version`` is the version the run uses and ``sc.cluster.version`` the same."""
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario is a mapping of fields, not {type(data).__name__}")
     broker = data.get("broker")
@@ -75,20 +107,31 @@ def parse(data: Any, source: str = "scenario") -> Scenario:
         what = "Field required" if broker is None else f"must be one of {', '.join(brokers.KINDS)}, not {broker!r}"
         raise ScenarioError(f"{source}: invalid scenario\n  broker: {what}")
     lines = _misplaced(data, broker)
+    if isinstance(data.get("cluster"), dict) and "version" in data["cluster"]:
+        lines.append("  cluster.version: the version is the scenario's own field (version:), not the cluster's")
     try:
         sc = _adapter().validate_python(data)
     except ValidationError as e:
         lines += [f"  {_where(err['loc'], broker)}: {err['msg'].removeprefix('Value error, ')}" for err in e.errors()]
     if lines:
         raise ScenarioError(f"{source}: invalid scenario\n" + "\n".join(lines)) from None
+    plugin = brokers.get(broker)
+    cli = version.get(broker) if isinstance(version, dict) else version
+    try:
+        sc.version, sc._version_source = plugin.version(cli=cli, scenario=sc.version, env=env)
+    except ValueError as e:
+        raise ScenarioError(f"{source}: invalid scenario\n  {e}") from None
+    sc.cluster.version = sc.version
     try:  # the nemesis validates its own schedule, naming the step and field
         steps = parse_schedule(sc.nemesis)
     except ValueError as e:
         raise ScenarioError(f"{source}: invalid scenario\n  {e}") from None
-    plugin = brokers.get(broker)
-    caps, cluster = plugin.capabilities, plugin.cluster()
-    lacking = [f"  nemesis: {st.fault} at {st.at:g}s needs {', '.join(missing)}, which {broker} nodes cannot do"
+    caps, cluster = plugin.capabilities_of(sc.version), plugin.cluster()
+    # a capability every version lacks is the broker's; one only this version lacks, the version's
+    lacking = [f"  nemesis: {st.fault} at {st.at:g}s needs {', '.join(missing)}, which {broker}"
+               f"{'' if missing_capabilities(st.fault, plugin.capabilities) else ' ' + str(sc.version)} nodes cannot do"
                for st in steps if (missing := missing_capabilities(st.fault, caps))]
+    lacking += [f"  {problem}" for problem in sc.version_problems()]
     lacking += [f"  nemesis: {st.fault} at {st.at:g}s: targets: {problem}" for st in steps
                 for problem in targets_problems(st.fault, st.targets, cluster.nodes(), cluster.roles)]
     lacking += [f"  nemesis: {st.fault} at {st.at:g}s: when.same: {problem}" for st in steps if st.when
@@ -121,7 +164,8 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|Tr
                               list("tTfF"))
 
 
-def load(path: str | Path) -> Scenario:
+def load(path: str | Path, version: str | dict[str, str] | None = None) -> Scenario:
+    """The scenario file at ``path``; ``version``: --version (see ``parse``)."""
     path = Path(path)
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a safe loader
@@ -129,4 +173,4 @@ def load(path: str | Path) -> Scenario:
         raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
     except yaml.YAMLError as e:
         raise ScenarioError(f"{path}: not valid YAML: {e}") from None
-    return parse(data, str(path))
+    return parse(data, str(path), version=version)

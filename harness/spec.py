@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 ORDERINGS = ("none", "fifo", "monotonic", "strict")
 
@@ -63,6 +63,10 @@ class BaseScenario(Strict):
     id: str | None = None
     description: str = ""
     broker: str
+    # The broker's version (one of the plug-in's generations); YAML reads 4.0 as a number,
+    # so numbers are taken too and checked by harness.scenario (which also applies --version
+    # and the environment: after loading, the version the run uses, as text)
+    version: str | int | float | None = None
     workload: BaseWorkload = Field(default_factory=BaseWorkload)
     timing: Timing = Field(default_factory=Timing)
     nemesis: list[dict[str, Any]] | dict[str, Any] = Field(default_factory=list)  # nemesis/schedule.py
@@ -72,6 +76,20 @@ class BaseScenario(Strict):
     # these did not hold, or was not measured, is about something else, so it is undecided.
     require: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0
+    # where the version came from: cli / scenario / env / default (harness.scenario sets it)
+    _version_source: str = PrivateAttr("default")
+
+    @property
+    def version_source(self) -> str:
+        return self._version_source
+
+    def __eq__(self, other: object) -> bool:
+        """Two scenarios are the same whatever picked their version (--version or the file)."""
+        if not isinstance(other, BaseScenario):
+            return NotImplemented
+        return type(self) is type(other) and self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as pydantic's models are
 
     @model_validator(mode="after")
     def _crashes_name_consumers(self):
@@ -92,6 +110,17 @@ class BaseScenario(Strict):
     def measurement_names(self) -> set[str]:
         """The quantities the broker's observation and probes measure for this scenario."""
         return set()
+
+    def version_problems(self) -> list[str]:
+        """What this scenario asks that its version refuses outright (a configuration key
+        that stops the broker booting): errors at load time, as ``field: problem``."""
+        return []
+
+    def not_applicable(self) -> str | None:
+        """Why the claim does not exist in this version (the feature it is about was
+        removed), or None. Such a run brings no cluster up and is undecided (exit 2) with
+        this reason (harness.verdicts.NOT_APPLICABLE)."""
+        return None
 
     def prefill_names(self) -> set[str]:
         return {"prefill.seconds", "prefill.rate"} if self.workload.prefill else set()

@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Iterable
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
+# A run whose claim does not exist in the broker's version (the feature it is about was
+# removed): it brings no cluster up, decides nothing, and exits EXIT_UNKNOWN with the reason.
+NOT_APPLICABLE = "not-applicable"
 
 Verdict = bool | None
 
@@ -55,6 +58,8 @@ def undecided(info: dict | None, faults: list[dict]) -> list[str]:
     reasons = []
     info = info or {}
     status = info.get("status")
+    if status == NOT_APPLICABLE:
+        return [not_applicable(info.get("not_applicable"))]
     if status is not None and status != "completed":
         reasons.append(f"the run did not complete (status: {status})")
     recovery = info.get("operator_recovery")
@@ -71,3 +76,15 @@ def undecided(info: dict | None, faults: list[dict]) -> list[str]:
         elif d.get("effective") is False:
             reasons.append(f"fault {what} had no effect (evidence: {d.get('evidence')})")
     return reasons
+
+
+def not_applicable(reason: str | None) -> str:
+    """The reason a not-applicable run gives, as every table and report shows it."""
+    return f"not applicable: {reason or 'the claim does not exist in this version'}"
+
+
+def not_applicable_result(reason: str | None) -> dict:
+    """check.json of a not-applicable run: nothing was checked, the prediction undecided."""
+    why = not_applicable(reason)
+    return {"valid": None, "reason": why, "undecided": [why],
+            "prediction": {"held": None, "reason": why, "checks": []}}

@@ -207,6 +207,12 @@ class ComposeCluster(Cluster):
 
     compose_file: str          # file name in compose/
     network_key: str           # network name in the compose file
+    # the image of each version: the compose file's variables (RABBITMQ_IMAGE ...) get
+    # ``image_ref(image_repo, generation)`` unless the environment sets them (an official
+    # image, say, which then runs whatever the version's rendering asks of it)
+    image_repo: ClassVar[str] = ""
+    image_vars: ClassVar[tuple[str, ...]] = ()
+    generations: ClassVar[dict[str, Generation]] = {}
     data_mounts: dict[str, str]  # in-container data path, by node-name prefix
     # the data directory the power-loss file system serves (settings ``fs: lazy``), by prefix
     fs_dirs: dict[str, str] = {}
@@ -223,7 +229,36 @@ class ComposeCluster(Cluster):
     def compose_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env[f"MQCHAOS_{self.kind.upper()}_CONF"] = str(self.conf_dir())
+        ref = self.image()
+        for var in self.image_vars:
+            env.setdefault(var, ref)
         return env
+
+    def version(self) -> str | None:
+        """The version this cluster object brings up (its settings')."""
+        return getattr(getattr(self, "config", None), "version", None)
+
+    def generation(self) -> Generation:
+        version = self.version()
+        if version is None or version not in self.generations:
+            return next((g for g in self.generations.values() if g.default), Generation("default", default=True))
+        return self.generations[version]
+
+    def image(self) -> str:
+        """The image its nodes run, unless the environment names another (``image_vars``)."""
+        return image_ref(self.image_repo, self.generation())
+
+    def node_images(self) -> dict[str, dict[str, str | None]]:
+        """What each existing node's container runs: its image and the version the image was
+        built for (the ``mqchaos.version`` label ``mqchaos images`` puts on it; None on
+        another image)."""
+        out: dict[str, dict[str, str | None]] = {}
+        for node in self.nodes():
+            info = self._inspect(node)
+            if info:
+                labels = (info.get("Config") or {}).get("Labels") or {}
+                out[node] = {"image": (info.get("Config") or {}).get("Image"), "version": labels.get(VERSION_LABEL)}
+        return out
 
     def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
         files = [COMPOSE_DIR / self.compose_file] + [p for p in [self.fs_override()] if p.exists()]
@@ -545,6 +580,10 @@ class Settings(BaseModel):
 
     extra: dict[str, str] = Field(default_factory=dict)
     healthy_timeout: float = 120.0
+    # The broker's version (a name of ``Broker.generations``): set by the harness from
+    # --version, the scenario's ``version:`` or the environment (``choose_version``), never
+    # written in a ``cluster:`` block; it picks the image and what the rendering leaves out.
+    version: str | None = Field(None, exclude=True)  # recorded as the scenario's version
     # "lazy": the data directories forget what was never fsynced at a power loss
     # (nemesis/lazyfs.py); a scenario with a power_loss fault gets it unless it says "plain"
     fs: Literal["plain", "lazy"] | None = None
@@ -582,14 +621,103 @@ class Settings(BaseModel):
         return cls.model_validate(settings)
 
 
+# ---- generations: the versions of a broker the harness runs -------------------------------
+
+@dataclass(frozen=True)
+class Generation:
+    """One version of a broker: the Debian suite its image is built on, the Dockerfile's
+    build arguments (pinned packages, jars), and what it cannot do that the plug-in would
+    otherwise ask of it (``lacks``: node-control capabilities and the plug-in's own feature
+    names, e.g. RabbitMQ 4.0's ``mirrored_queues``)."""
+    name: str                                     # "3.10", "4.0", "3.9-kraft" ...
+    suite: str = "bookworm"                       # the base image: debian:<suite>-slim
+    build_args: tuple[tuple[str, str], ...] = ()  # Dockerfile ARGs
+    lacks: frozenset[str] = frozenset()
+    default: bool = False                         # today's image: <repo>:<hash> and <repo>:latest
+    # the tag of the image it runs when another generation's (Kafka 3.9 in KRaft mode runs
+    # 3.9's image: ""); None: its own, tagged by its name
+    tag: str | None = None
+
+    def has(self, feature: str) -> bool:
+        return feature not in self.lacks
+
+    def stem(self) -> str:
+        """The image's tag stem: "" for today's image (<repo>:<hash>, <repo>:latest)."""
+        return "" if self.default else self.name if self.tag is None else self.tag
+
+    def args(self) -> dict[str, str]:
+        return dict(self.build_args)
+
+
+VERSION_SOURCES = ("cli", "scenario", "env", "default")
+VERSION_LABEL = "mqchaos.version"  # on the images ``mqchaos images`` builds: the generation
+
+
+def version_env(broker: str) -> str:
+    """The environment variable that picks ``broker``'s version (MQCHAOS_RABBITMQ_VERSION)."""
+    return f"MQCHAOS_{broker.upper()}_VERSION"
+
+
+def choose_version(broker: str, generations: dict[str, Generation], cli: Any = None, scenario: Any = None,
+                   env: dict[str, str] | None = None) -> tuple[str, str]:
+    """The one rule for a broker's version: ``--version`` over the scenario's ``version:``
+    over $MQCHAOS_<BROKER>_VERSION over the default generation. Returns (version, where it
+    came from); ValueError naming the source and the versions there are."""
+    env = os.environ if env is None else env
+    default = next(g.name for g in generations.values() if g.default)
+    for source, value in (("cli", cli), ("scenario", scenario), ("env", env.get(version_env(broker)) or None)):
+        if value is None:
+            continue
+        text = version_text(value)
+        if text not in generations:
+            where = {"cli": "--version", "scenario": "version", "env": version_env(broker)}[source]
+            hint = (f"; quote it (version: \"{_quoted_hint(value, generations)}\")"
+                    if not isinstance(value, str) and _quoted_hint(value, generations) else "")
+            raise ValueError(f"{where}: {value!r} is not a {broker} version the harness runs "
+                             f"(one of {', '.join(generations)}){hint}")
+        return text, source
+    return default, "default"
+
+
+def version_text(value: Any) -> str:
+    """A version as its text (YAML reads ``version: 4.0`` as a number)."""
+    return value if isinstance(value, str) else str(value)
+
+
+def _quoted_hint(value: Any, generations: dict[str, Generation]) -> str | None:
+    """The version a number meant: YAML turns 3.10 into 3.1."""
+    if isinstance(value, float):
+        for name in generations:
+            try:
+                if float(name) == value:
+                    return name
+            except ValueError:
+                continue
+    return None
+
+
 @dataclass(frozen=True)
 class ImageSpec:
-    """How ``mqchaos images`` builds a broker's image from compose/<context>/."""
+    """How ``mqchaos images`` builds a broker's image from compose/<context>/ (once per
+    generation, with the generation's build arguments)."""
     repo: str                                   # e.g. mqchaos/rabbitmq
     context: str                                # directory under compose/
     inputs: tuple[str, ...] = ("Dockerfile",)   # files whose content makes the image's tag
     tools: tuple[tuple[str, str], ...] = ()     # (command, Debian package) the preparation needs
-    prepare: Callable[[Path], None] | None = None  # fills the build context (e.g. jars)
+    # fills the build context (e.g. jars) for a generation
+    prepare: Callable[[Path, Generation], None] | None = None
+
+    def ref(self, generation: Generation, digest: str | None = None) -> str:
+        return image_ref(self.repo, generation, digest)
+
+
+def image_ref(repo: str, generation: Generation, digest: str | None = None) -> str:
+    """A generation's image: today's tags (``<repo>:<hash>``, ``<repo>:latest``) for the
+    default one, ``<repo>:<version>-<hash>`` and ``<repo>:<version>`` for the others."""
+    stem = generation.stem()
+    if not stem:
+        return f"{repo}:{digest or 'latest'}"
+    return f"{repo}:{stem}-{digest}" if digest else f"{repo}:{stem}"
 
 
 class Broker(abc.ABC):
@@ -599,6 +727,24 @@ class Broker(abc.ABC):
     scenario_model: ClassVar[type]          # a harness.spec.BaseScenario subclass
     settings_model: ClassVar[type]          # the ``cluster:`` block
     image: ClassVar[ImageSpec]
+    # the versions it runs, by name (one of them ``default``)
+    generations: ClassVar[dict[str, Generation]] = {"default": Generation("default", default=True)}
+
+    def generation(self, version: str | None = None) -> Generation:
+        """The generation named ``version`` (None: the default one)."""
+        if version is None:
+            return next(g for g in self.generations.values() if g.default)
+        if version not in self.generations:
+            raise ValueError(f"{version!r} is not a {self.name} version (one of {', '.join(self.generations)})")
+        return self.generations[version]
+
+    def version(self, cli: Any = None, scenario: Any = None, env: dict[str, str] | None = None) -> tuple[str, str]:
+        """The version to run and where it came from (``choose_version``: the one rule)."""
+        return choose_version(self.name, self.generations, cli, scenario, env)
+
+    def capabilities_of(self, version: str | None = None) -> frozenset[str]:
+        """What the nodes of this version can do (a generation may lack one: no FUSE)."""
+        return self.capabilities - self.generation(version).lacks
 
     @abc.abstractmethod
     def cluster(self, project: str | None = None) -> Cluster: ...

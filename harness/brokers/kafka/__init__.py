@@ -8,26 +8,36 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.brokers.base import COMPOSE_DIR, Broker, ImageSpec, docker, log
+from harness.brokers.base import COMPOSE_DIR, Broker, Generation, ImageSpec, docker, log
 from harness.brokers.kafka import observe
 from harness.brokers.kafka.clients import KafkaProducerWorker, KafkaReader
 from harness.brokers.kafka.cluster import KafkaCluster, KafkaConfig
+from harness.brokers.kafka.generations import GENERATIONS, pom
 from harness.brokers.kafka.model import KafkaScenario
 from harness.brokers.kafka.probes import KafkaProbes
 from harness.util import run as run_cmd
 
 
-def _jars(ctx: Path) -> None:
-    """The Kafka and ZooKeeper jars, resolved from Maven Central into the build context."""
+def _jars(ctx: Path, generation: Generation) -> None:
+    """The generation's Kafka jars (and ZooKeeper's, for 3.x), resolved from Maven Central
+    into the build context."""
     libs = ctx / "libs"
     if libs.exists():
         shutil.rmtree(libs)
     libs.mkdir()
-    log("resolving the Kafka jars from Maven Central (mvn dependency:copy-dependencies)")
-    run_cmd(["mvn", "-q", "-B", "-f", str(COMPOSE_DIR / "kafka" / "pom.xml"), "dependency:copy-dependencies",
-             "-DincludeScope=runtime", f"-DoutputDirectory={libs}"], timeout=1200)
-    if not any(libs.glob("kafka_2.13-*.jar")) or not any(libs.glob("zookeeper-*.jar")):
-        raise RuntimeError(f"maven did not resolve kafka/zookeeper jars into {libs}")
+    version = generation.args()["KAFKA_VERSION"]
+    log(f"resolving the Kafka {version} jars from Maven Central (mvn dependency:copy-dependencies)")
+    run_cmd(mvn_command(generation, libs), timeout=1200)
+    wanted = ["kafka_2.13-*.jar"] + (["zookeeper-*.jar"] if version.startswith("3.") else ["log4j-slf4j-impl-*.jar"])
+    missing = [w for w in wanted if not any(libs.glob(w))]
+    if missing:
+        raise RuntimeError(f"maven did not resolve {', '.join(missing)} into {libs}")
+
+
+def mvn_command(generation: Generation, libs: Path) -> list[str]:
+    return ["mvn", "-q", "-B", "-f", str(COMPOSE_DIR / "kafka" / pom(generation)), "dependency:copy-dependencies",
+            f"-Dkafka.version={generation.args()['KAFKA_VERSION']}", "-DincludeScope=runtime",
+            f"-DoutputDirectory={libs}"]
 
 
 def placement(brokers: list[str], controller: str | None, leader: str, rf: int) -> list[str]:
@@ -44,8 +54,9 @@ class Kafka(Broker):
     name = "kafka"
     scenario_model = KafkaScenario
     settings_model = KafkaConfig
-    image = ImageSpec(repo="mqchaos/kafka", context="kafka", inputs=("Dockerfile", "pom.xml"),
+    image = ImageSpec(repo="mqchaos/kafka", context="kafka", inputs=("Dockerfile", "pom.xml", "pom-4.xml"),
                       tools=(("mvn", "maven"),), prepare=_jars)
+    generations = GENERATIONS
 
     def cluster_class(self) -> type[KafkaCluster]:
         return KafkaCluster

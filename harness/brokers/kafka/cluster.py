@@ -22,6 +22,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.retry import KazooRetry
 
 from harness.brokers.base import ClusterError, ComposeCluster, Recorder, Role, RoleError, Settings, Steady, log
+from harness.brokers.kafka.generations import GENERATIONS
 from harness.util import wait_until
 
 ZK_NODES = ["zk1", "zk2", "zk3"]
@@ -144,6 +145,9 @@ class KafkaCluster(ComposeCluster):
     kind = "kafka"
     compose_file = "kafka.yml"
     network_key = "kafkanet"
+    image_repo = "mqchaos/kafka"
+    image_vars = ("KAFKA_IMAGE", "ZOOKEEPER_IMAGE")
+    generations = GENERATIONS
     data_mounts = {"zk": "/var/lib/zookeeper", "kafka": "/var/lib/kafka"}
     fs_dirs = {"kafka": "/var/lib/kafka/data"}  # log.dirs; ZooKeeper's disks keep power
     roles = {r.name: r for r in (

@@ -8,6 +8,7 @@ from typing import Any
 from harness.brokers.base import Broker, ImageSpec, docker
 from harness.brokers.rabbitmq import observe, workload
 from harness.brokers.rabbitmq.cluster import RabbitCluster, RabbitConfig
+from harness.brokers.rabbitmq.generations import GENERATIONS
 from harness.brokers.rabbitmq.model import RabbitScenario
 from harness.brokers.rabbitmq.probes import RabbitProbes
 
@@ -17,6 +18,7 @@ class RabbitMQ(Broker):
     scenario_model = RabbitScenario
     settings_model = RabbitConfig
     image = ImageSpec(repo="mqchaos/rabbitmq", context="rabbitmq")
+    generations = GENERATIONS
 
     def cluster_class(self) -> type[RabbitCluster]:
         return RabbitCluster
@@ -54,7 +56,10 @@ class RabbitMQ(Broker):
         return observe.sample(cluster, sc)
 
     def measure(self, sc, samples, logs, produce, consume, fault_start) -> dict:
-        return observe.measure(samples, logs, consume)
+        m = observe.measure(samples, logs, consume)
+        if sc.queue.type == "quorum":
+            m["delivery_limit"] = sc.delivery_limit()
+        return m
 
     def probes(self, run: Any) -> RabbitProbes:
         return RabbitProbes(run)

@@ -14,6 +14,8 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.base import (CONTAINER_CAPABILITIES, RESTART_APP, ClusterError, ComposeCluster, Recorder,
                                   Role, RoleError, Settings, Steady, docker, log)
+from harness.brokers.rabbitmq.generations import GENERATIONS, NODE_MONITOR_PARTITIONS, has
+from harness.brokers.rabbitmq.generations import PARTITION_HANDLING as HANDLES_PARTITIONS
 from harness.util import wait_until
 
 NODES = ["rabbit1", "rabbit2", "rabbit3"]
@@ -74,16 +76,22 @@ class RabbitConfig(Settings):
             # not-yet-started peers 10 x 0.5 s (the default) was 5 s of every cluster's start.
             "cluster_formation.discovery_retry_limit = 2",
             "cluster_formation.discovery_retry_interval = 500",
-            f"cluster_partition_handling = {self.partition_handling}",
             f"net_ticktime = {int(self.net_ticktime)}",
             f"vm_memory_high_watermark.absolute = {self.memory_high_watermark}",
             f"disk_free_limit.absolute = {self.disk_free_limit}",
         ]
-        if self.partition_handling == "pause_if_all_down":
+        # 4.3 (Khepri only) has no partition handling: its schema still parses the key and
+        # ignores it, so rendering it would only pretend (a scenario asking for a mode there
+        # is not applicable: RabbitScenario.not_applicable)
+        handles = has(self.version, HANDLES_PARTITIONS)
+        if handles:
+            lines.insert(-3, f"cluster_partition_handling = {self.partition_handling}")
+        if handles and self.partition_handling == "pause_if_all_down":
             lines.append(f"cluster_partition_handling.pause_if_all_down.recover = {self.pause_if_all_down_recover}")
             lines += [f"cluster_partition_handling.pause_if_all_down.nodes.{i} = rabbit@{n}"
                       for i, n in enumerate(self.pause_if_all_down_nodes, 1)]
-        lines += [f"{k} = {v}" for k, v in self.extra.items()]
+        lines += [f"{k} = {v}" for k, v in self.extra.items()
+                  if handles or not k.startswith("cluster_partition_handling")]
         return "\n".join(lines) + "\n"
 
 
@@ -112,6 +120,9 @@ class RabbitCluster(ComposeCluster):
     kind = "rabbitmq"
     compose_file = "rabbitmq.yml"
     network_key = "rabbitnet"
+    image_repo = "mqchaos/rabbitmq"
+    image_vars = ("RABBITMQ_IMAGE",)
+    generations = GENERATIONS
     data_mounts = {"rabbit": "/var/lib/rabbitmq"}
     fs_dirs = {"rabbit": "/var/lib/rabbitmq/mnesia"}  # RABBITMQ_MNESIA_BASE: queues, stores, metadata
     capabilities = CONTAINER_CAPABILITIES | {RESTART_APP}
@@ -147,11 +158,33 @@ class RabbitCluster(ComposeCluster):
         (conf / "enabled_plugins").write_text(f"[{','.join(['rabbitmq_management', *config.plugins])}].\n")
 
     def versions(self) -> dict[str, Any]:
+        """What the nodes run: the cluster's versions (the first node's overview), and per
+        node its image and the versions its own management listener reports."""
         ov = self.api("overview") or {}
-        return {"rabbitmq": ov.get("rabbitmq_version"), "erlang": ov.get("erlang_version")}
+        nodes: dict[str, Any] = self.node_images()
+        for node, entry in nodes.items():
+            try:
+                own = self.api("overview", node=node, timeout=5) or {}
+            except ClusterError:
+                own = {}
+            entry.update(rabbitmq=own.get("rabbitmq_version"), erlang=own.get("erlang_version"))
+        return {"rabbitmq": ov.get("rabbitmq_version"), "erlang": ov.get("erlang_version"), "nodes": nodes}
 
     def describe(self) -> dict[str, Any]:
-        return {"partitions": self.partitions(), "healthy": self.healthy()}
+        parts: Any = self.partitions() if self.reports_partitions() else "not reported by this version"
+        return {"partitions": parts, "healthy": self.healthy(), "versions": self.versions()}
+
+    def running_version(self) -> str | None:
+        """The generation the running nodes' image was built for (its label), else the one
+        this object was configured with: a separate process (``mqchaos heal``, ``status``)
+        asks the containers."""
+        labels = {e.get("version") for e in self.node_images().values()} - {None}
+        return labels.pop() if len(labels) == 1 else self.version()
+
+    def reports_partitions(self) -> bool:
+        """Can the nodes say whom they are partitioned from? 4.3 removed
+        rabbit_node_monitor:partitions() (and its /api/nodes ``partitions`` is always [])."""
+        return has(self.running_version() or self.version(), NODE_MONITOR_PARTITIONS)
 
     def up(self, config: RabbitConfig | None = None, fresh: bool = True) -> None:
         """Start rabbit1..3 with ``config`` and wait until all three run as one cluster.
@@ -356,8 +389,11 @@ class RabbitCluster(ComposeCluster):
         Asked with rabbitmqctl on each node (its local view, also when the client path is
         cut). A node whose broker is not running (stopped, or paused by pause_minority) is
         left out. Under pause_minority the majority records the partition only once the
-        paused node comes back, so an empty list during a cut is RabbitMQ's own view."""
+        paused node comes back, so an empty list during a cut is RabbitMQ's own view.
+        A version without the call (4.3) reports nothing: {} (``reports_partitions``)."""
         res: dict[str, list[str]] = {}
+        if not self.reports_partitions():
+            return res
         for node in NODES:
             if not self.running(node):
                 continue

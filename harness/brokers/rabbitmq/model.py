@@ -6,6 +6,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.rabbitmq.cluster import RabbitConfig
+from harness.brokers.rabbitmq.generations import (DELIVERY_LIMIT_DEFAULT, MIRRORED_QUEUES, MIRRORING_REMOVED,
+                                                  PARTITION_HANDLING, PARTITION_HANDLING_GONE, REFUSED_KEYS, has)
 from harness.probes import spread_names
 from harness.spec import BaseScenario, BaseWorkload, Strict
 
@@ -13,6 +15,12 @@ from harness.spec import BaseScenario, BaseWorkload, Strict
 MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers", "autoheal_loser_count",
                 "masters_seen", "master_changes", "new_master_elected", "unsynchronised_s", "masters_at_once_max",
                 "deliveries_by_node", "follower_delivery_fraction", "masterless_s"}
+# What partition handling does (a version without it cannot show any of these).
+PARTITION_MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers",
+                          "autoheal_loser_count"}
+# A quorum queue's delivery limit in force (-1: unlimited): its x-delivery-limit, else the
+# version's default (20 from 4.0); recorded for every quorum queue run.
+QUORUM_MEASUREMENTS = {"delivery_limit"}
 
 
 class QueueSpec(Strict):
@@ -30,7 +38,17 @@ class QueueSpec(Strict):
             raise ValueError("policy applies to mirrored queues only (type: mirrored)")
         if self.type == "mirrored" and "ha-mode" not in self.policy:
             raise ValueError("a mirrored queue needs policy.ha-mode")
+        limit = self.arguments.get("x-delivery-limit")
+        if limit is not None:
+            if self.type != "quorum":
+                raise ValueError("arguments.x-delivery-limit: quorum queues only")
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < -1:
+                raise ValueError("arguments.x-delivery-limit: an integer, -1 for unlimited")
         return self
+
+    def mirrored(self) -> bool:
+        """Does this queue rely on classic mirroring (its type, or ha-* keys)?"""
+        return self.type == "mirrored" or any(k.startswith("ha-") for k in self.policy)
 
 
 class RabbitWorkload(BaseWorkload):
@@ -183,8 +201,41 @@ class RabbitScenario(BaseScenario):
     def subject(self) -> str:
         return self.queue.name
 
+    # ---- the version's say ------------------------------------------------------------
+    def _mirroring(self) -> bool:
+        """Does the claim rest on classic mirrored queues (the queue, or a probe's queues)?"""
+        p = self.probes
+        ha = (lambda policy: any(k.startswith("ha-") for k in policy))
+        return (self.queue.mirrored() or p.masters is not None or p.sync is not None
+                or (p.throughput is not None and any(ha(pol) for pol in p.throughput.policies.values())))
+
+    def not_applicable(self) -> str | None:
+        if not has(self.version, MIRRORED_QUEUES) and self._mirroring():
+            return MIRRORING_REMOVED
+        # A claim about what partition handling does (who paused, who lost an autoheal); a
+        # scenario that merely sets a mode (Q1's pause_minority) still runs, the mode left out
+        named = {k.split(".")[0] for field in ("expect", "require") for k in getattr(self, field)}
+        if not has(self.version, PARTITION_HANDLING) and named & PARTITION_MEASUREMENTS:
+            return PARTITION_HANDLING_GONE
+        return None
+
+    def version_problems(self) -> list[str]:
+        refused = REFUSED_KEYS.get(str(self.version), ())
+        return [f"cluster.{k}: RabbitMQ {self.version} refuses to boot with it" for k in self.cluster.extra
+                if k.startswith(refused)] if refused else []
+
+    def delivery_limit(self) -> int | None:
+        """A quorum queue's delivery limit in force: its x-delivery-limit, else the version's
+        default; -1 when unlimited; None for other queue types."""
+        if self.queue.type != "quorum":
+            return None
+        limit = self.queue.arguments.get("x-delivery-limit")
+        if limit is None:
+            limit = DELIVERY_LIMIT_DEFAULT.get(str(self.version))
+        return -1 if limit is None else int(limit)
+
     def measurement_names(self) -> set[str]:
-        names = set(MEASUREMENTS)
+        names = set(MEASUREMENTS) | (QUORUM_MEASUREMENTS if self.queue.type == "quorum" else set())
         if self.probes.masters is not None:
             names |= spread_names("masters", ("before", "after", "after_rebalance")) | {"masters_on_one_node"}
         if (t := self.probes.throughput) is not None:
