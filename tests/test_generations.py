@@ -340,3 +340,92 @@ def test_mqchaos_up_checks_the_version_before_touching_docker(monkeypatch):
     assert cluster_cli._image_versions(["kafka"], ("all",)) == {"kafka": ["3.9", "3.9-kraft", "4.1"]}
     monkeypatch.setenv(version_env("rabbitmq"), "4.3")
     assert cluster_cli._image_versions(["rabbitmq", "kafka"], ()) == {"rabbitmq": ["4.3"], "kafka": ["3.9"]}
+
+
+# ---- Kafka in KRaft mode: the pure parts (not brought up yet) ----------------------------------
+
+def _props(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_kraft_nodes_are_combined_voters_with_an_advertised_controller_listener():
+    cfg = KAFKA.settings({"min.insync.replicas": 2})
+    zk = _props(cfg.properties("kafka2"))
+    assert zk["broker.id"] == "2" and "zookeeper.connect" in zk and "process.roles" not in zk  # today's
+    for version in ("3.9-kraft", "4.1"):
+        cfg.version = version
+        p = _props(cfg.properties("kafka2"))
+        assert p["process.roles"] == "broker,controller" and p["node.id"] == "2" and "broker.id" not in p
+        assert p["controller.quorum.voters"] == "1@kafka1:19093,2@kafka2:19093,3@kafka3:19093"
+        assert p["controller.listener.names"] == "CONTROLLER"
+        assert p["listeners"].endswith(",CONTROLLER://0.0.0.0:19093")
+        assert p["advertised.listeners"] == ("INTERNAL://kafka2:19092,EXTERNAL://127.0.0.1:9093,"
+                                             "CONTROLLER://kafka2:19093")
+        assert p["listener.security.protocol.map"].endswith(",CONTROLLER:PLAINTEXT")
+        assert not any(k.startswith("zookeeper.") for k in p) and p["min.insync.replicas"] == "2"
+        # the controller port clashes with no node's EXTERNAL port
+        assert "19093" not in {u.rsplit(":", 1)[1] for u in p["advertised.listeners"].split(",")[:2]}
+
+
+def test_kraft_conf_has_a_cluster_id_and_4x_a_log4j2_file(tmp_path, monkeypatch):
+    import harness.brokers.base as base
+
+    monkeypatch.setattr(base, "STATE_DIR", tmp_path)
+    k = KAFKA.cluster()
+    for version, cid, log4j2 in (("3.9", False, False), ("3.9-kraft", True, False), ("4.1", True, True)):
+        cfg = KAFKA.settings({})
+        cfg.version = version
+        k.write_config(cfg)
+        conf = k.conf_dir()
+        assert (conf / "cluster-id").exists() is cid and (conf / "log4j2.properties").exists() is log4j2, version
+        if cid:
+            text = (conf / "cluster-id").read_text().strip()
+            assert len(text) == 22 and not text.startswith("-") and re.fullmatch(r"[A-Za-z0-9_-]+", text)
+    assert "rootLogger.appenderRef.stdout.ref=STDOUT" in (k.conf_dir() / "log4j2.properties").read_text()
+    entry = (ROOT / "compose/kafka/kafka-entrypoint.sh").read_text()
+    assert "kafka.tools.StorageTool format" in entry and "--ignore-formatted" in entry
+    assert "-Dlog4j2.configurationFile=/mqchaos/conf/log4j2.properties" in entry
+
+
+def test_the_quorum_state_file_and_the_status_command_name_the_active_controller():
+    from harness.brokers.kafka import kraft
+
+    v0 = ('{"clusterId":"","leaderId":2,"leaderEpoch":7,"votedId":-1,"appliedOffset":0,'
+          '"currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"data_version":0}')
+    assert kraft.quorum_state(v0) == {"leader": "kafka2", "epoch": 7, "voted": None,
+                                      "voters": ["kafka1", "kafka2", "kafka3"]}
+    v1 = '{"leaderId":-1,"leaderEpoch":8,"votedId":3,"votedDirectoryId":"AAAAAAAAAAAAAAAAAAAAAA","data_version":1}'
+    assert kraft.quorum_state(v1) == {"leader": None, "epoch": 8, "voted": "kafka3", "voters": None}
+    status = """ClusterId:              3pJ2aRrzQz6qpo4w4gZT1Q
+LeaderId:               3
+LeaderEpoch:            12
+HighWatermark:          1234
+MaxFollowerLag:         0
+MaxFollowerLagTimeMs:   0
+CurrentVoters:          [{"id": 1, "directoryId": null, "endpoints": ["CONTROLLER://kafka1:19093"]}, {"id": 2, "directoryId": null, "endpoints": ["CONTROLLER://kafka2:19093"]}, {"id": 3, "directoryId": null, "endpoints": ["CONTROLLER://kafka3:19093"]}]
+CurrentObservers:       []
+"""
+    assert kraft.quorum_status(status) == {"leader": "kafka3", "epoch": 12, "high_watermark": 1234,
+                                           "voters": ["kafka1", "kafka2", "kafka3"], "observers": []}
+    with pytest.raises(ValueError, match="not a quorum status"):
+        kraft.quorum_status("Error: timed out")
+    cmd = kraft.quorum_status_command("kafka1")
+    assert cmd[cmd.index("--bootstrap-controller") + 1] == "kafka1:19093" and cmd[-2:] == ["describe", "--status"]
+
+
+def test_kraft_versions_are_refused_until_the_plugin_brings_them_up():
+    k3 = next(p for p in SCENARIOS if p.name.startswith("K3-"))
+    assert load(k3, "3.9").version == "3.9"
+    with pytest.raises(ScenarioError, match="version: Kafka 4.1 runs in KRaft mode, which the Kafka plug-in"):
+        load(k3, "4.1")
+
+
+def test_the_kraft_compose_file_has_the_brokers_only():
+    import yaml
+
+    kraft = yaml.safe_load((ROOT / "compose/kafka-kraft.yml").read_text())
+    zk = yaml.safe_load((ROOT / "compose/kafka.yml").read_text())
+    assert sorted(kraft["services"]) == ["kafka1", "kafka2", "kafka3"]
+    for node, svc in kraft["services"].items():
+        assert svc["networks"] == zk["services"][node]["networks"] and svc["ports"] == zk["services"][node]["ports"]
+    assert kraft["networks"] == zk["networks"]

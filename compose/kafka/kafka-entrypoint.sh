@@ -1,14 +1,27 @@
 #!/bin/sh
-# mqchaos Kafka broker entrypoint (bind-mounted): kafka.Kafka (ZooKeeper mode) with the
-# per-run properties rendered by harness/brokers/kafka/cluster.py. java runs as PID 1, so SIGTERM
-# (docker stop) triggers Kafka's controlled shutdown.
+# mqchaos Kafka broker entrypoint (bind-mounted): kafka.Kafka with the per-run properties
+# rendered by harness/brokers/kafka/cluster.py. java runs as PID 1, so SIGTERM (docker stop)
+# triggers Kafka's controlled shutdown.
+# KRaft (the run's conf has a cluster-id): the storage is formatted first; --ignore-formatted
+# leaves a formatted one alone, so only a new or wiped node is formatted (with a static quorum
+# a wiped node then rejoins as a voter with an empty log: harness/brokers/kafka/kraft.py).
+# Kafka 4.x logs through log4j 2 (the run's conf has log4j2.properties).
 set -eu
 mkdir -p /var/lib/kafka/data
 # fs: lazy (a power-loss scenario): log.dirs through the file system that forgets unsynced writes
 [ -z "${MQCHAOS_LAZYFS:-}" ] || python3 /mqchaos/lazyfs.py start "$MQCHAOS_LAZYFS"
 CP="${KAFKA_CLASSPATH:-/opt/kafka/libs/*}"
+PROPS="/mqchaos/conf/${KAFKA_NODE:?KAFKA_NODE must be set}.properties"
+if [ -f /mqchaos/conf/log4j2.properties ]; then
+  LOGGING="-Dlog4j2.configurationFile=/mqchaos/conf/log4j2.properties"
+else
+  LOGGING="-Dlog4j.configuration=file:/mqchaos/conf/log4j.properties"
+fi
+if [ -f /mqchaos/conf/cluster-id ]; then
+  java -Xmx256m $LOGGING -cp "$CP" kafka.tools.StorageTool format \
+    --cluster-id="$(cat /mqchaos/conf/cluster-id)" --config "$PROPS" --ignore-formatted
+fi
 # shellcheck disable=SC2086
 exec java ${JVM_HEAP_OPTS:--Xmx512m} -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-  -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
-  -Dlog4j.configuration=file:/mqchaos/conf/log4j.properties \
-  -cp "$CP" kafka.Kafka "/mqchaos/conf/${KAFKA_NODE:?KAFKA_NODE must be set}.properties"
+  -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true $LOGGING \
+  -cp "$CP" kafka.Kafka "$PROPS"

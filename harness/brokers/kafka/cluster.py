@@ -22,7 +22,8 @@ from kazoo.exceptions import NoNodeError
 from kazoo.retry import KazooRetry
 
 from harness.brokers.base import ClusterError, ComposeCluster, Recorder, Role, RoleError, Settings, Steady, log
-from harness.brokers.kafka.generations import GENERATIONS
+from harness.brokers.kafka.generations import GENERATIONS, LOG4J1, ZOOKEEPER, has
+from harness.brokers.kafka.kraft import LOG4J2, cluster_id, kraft_properties
 from harness.util import wait_until
 
 ZK_NODES = ["zk1", "zk2", "zk3"]
@@ -109,6 +110,8 @@ class KafkaConfig(Settings):
             "num.network.threads": 2,
             "num.io.threads": 4,
         }
+        if not has(self.version, ZOOKEEPER):  # KRaft: a combined broker+controller node
+            props = kraft_properties(props, node, BROKERS)
         props.update(self.extra)
         return "# rendered by harness/brokers/kafka/cluster.py for this run\n" + "".join(
             f"{k}={v}\n" for k, v in props.items())
@@ -193,6 +196,13 @@ class KafkaCluster(ComposeCluster):
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "zoo.cfg").write_text(ZOO_CFG)
         (conf / "log4j.properties").write_text(LOG4J)
+        # compose/kafka/kafka-entrypoint.sh: log4j 2 when its file is there (4.x), formats
+        # the storage of a KRaft node with the cluster id when that file is there
+        for name, text, wanted in (("log4j2.properties", LOG4J2, not has(config.version, LOG4J1)),
+                                   ("cluster-id", cluster_id() + "\n", not has(config.version, ZOOKEEPER))):
+            (conf / name).unlink(missing_ok=True)
+            if wanted:
+                (conf / name).write_text(text)
         for node in BROKERS:
             (conf / f"{node}.properties").write_text(config.properties(node))
 

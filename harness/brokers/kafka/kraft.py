@@ -1,0 +1,114 @@
+"""Kafka in KRaft mode (3.9-kraft, 4.1): three combined broker+controller nodes and no
+ZooKeeper; the pure parts (configuration, the cluster id, reading the quorum's state).
+docs/generations-research.md, part A, has the sources.
+
+- A static quorum (``controller.quorum.voters``): it formats with no quorum flag on 3.9 and
+  4.1 alike, and a wiped disk rejoins as the same voter with an empty log, which Kafka's
+  docs call unsafe: the harness's wipe fault is then exactly that case.
+- The CONTROLLER listener is advertised as ``kafkaN:19093``: 3.9+ falls back to ``listeners``
+  otherwise, where 0.0.0.0 fails validation; 9093/9094 are kafka2/3's EXTERNAL ports.
+- The active controller is the raft leader. Clients cannot see it (describe_cluster gives a
+  random broker in KRaft); each node's ``quorum-state`` file or MetadataQuorumCommand's
+  ``describe --status`` (a JVM start, 1-2 s of CPU) can.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from typing import Any
+
+CONTROLLER_PORT = 19093
+METADATA_DIR = "/var/lib/kafka/data"  # __cluster_metadata goes in the first log.dirs entry
+QUORUM_STATE = f"{METADATA_DIR}/__cluster_metadata-0/quorum-state"
+STORAGE_TOOL = "kafka.tools.StorageTool"  # not under org.apache.kafka.tools, in 3.9 and 4.1
+QUORUM_COMMAND = "org.apache.kafka.tools.MetadataQuorumCommand"
+# ZooKeeper's settings, which KRaft-mode server.properties must not carry (4.x has no such names)
+ZOOKEEPER_KEYS = ("zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms")
+
+# log4j 2 (4.x brings no log4j 1 binding), the same loggers and levels as LOG4J
+LOG4J2 = """\
+# rendered by harness/brokers/kafka/kraft.py
+appender.console.type=Console
+appender.console.name=STDOUT
+appender.console.layout.type=PatternLayout
+appender.console.layout.pattern=[%d] %p %m (%c)%n
+rootLogger.level=info
+rootLogger.appenderRef.stdout.ref=STDOUT
+""" + "".join(f"logger.l{i}.name={name}\nlogger.l{i}.level={level}\n" for i, (name, level) in enumerate((
+    ("kafka.request.logger", "warn"), ("kafka.network.RequestChannel$", "warn"),
+    ("kafka.authorizer.logger", "warn"), ("kafka.log.LogCleaner", "warn"), ("state.change.logger", "info"),
+    ("kafka.controller", "info"), ("org.apache.kafka.controller", "info"), ("org.apache.kafka.raft", "info"))))
+
+
+def node_id(node: str) -> int:
+    return int(node.removeprefix("kafka"))
+
+
+def voters(brokers: list[str]) -> str:
+    """``controller.quorum.voters``: every node a voter, at its advertised CONTROLLER listener."""
+    return ",".join(f"{node_id(n)}@{n}:{CONTROLLER_PORT}" for n in brokers)
+
+
+def kraft_properties(props: dict[str, Any], node: str, brokers: list[str]) -> dict[str, Any]:
+    """A ZooKeeper-mode server.properties mapping turned into a combined node's: its roles,
+    node id, the static quorum and the CONTROLLER listener; no ZooKeeper settings."""
+    out = {k: v for k, v in props.items() if k not in ZOOKEEPER_KEYS and k != "broker.id"}
+    out = {"process.roles": "broker,controller", "node.id": node_id(node),
+           "controller.quorum.voters": voters(brokers), "controller.listener.names": "CONTROLLER", **out}
+    out["listeners"] = f"{props['listeners']},CONTROLLER://0.0.0.0:{CONTROLLER_PORT}"
+    out["advertised.listeners"] = f"{props['advertised.listeners']},CONTROLLER://{node}:{CONTROLLER_PORT}"
+    out["listener.security.protocol.map"] = f"{props['listener.security.protocol.map']},CONTROLLER:PLAINTEXT"
+    return out
+
+
+def cluster_id() -> str:
+    """A cluster id as Kafka makes them (16 random bytes, base64url, no padding: 22 chars),
+    never starting with '-' (the storage tool's argument parser would read an option)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cid.startswith("-"):
+            return cid
+
+
+def quorum_state(text: str) -> dict[str, Any]:
+    """A node's own persisted view of the quorum (its ``quorum-state`` file, data_version 0
+    or 1): {"leader": node or None, "epoch": int, "voted": node or None, "voters": [...] or
+    None (v1 does not keep them)}. Stale on an isolated node: it is that node's view."""
+    data = json.loads(text)
+
+    def name(i: Any) -> str | None:
+        return f"kafka{int(i)}" if isinstance(i, int) and i >= 0 else None
+    voters_ = data.get("currentVoters")
+    return {"leader": name(data.get("leaderId")), "epoch": data.get("leaderEpoch"), "voted": name(data.get("votedId")),
+            "voters": sorted(n for n in (name(v.get("voterId")) for v in voters_) if n) if voters_ else None}
+
+
+def quorum_status(text: str) -> dict[str, Any]:
+    """MetadataQuorumCommand ``describe --status`` output: {"leader": node (the active
+    controller), "epoch", "high_watermark", "voters": [...], "observers": [...]}."""
+    fields = dict(m.groups() for m in re.finditer(r"^(\w+):\s*(.*?)\s*$", text, re.M))
+    if "LeaderId" not in fields:
+        raise ValueError(f"not a quorum status: {text[:200]!r}")
+
+    def ids(key: str) -> list[str]:
+        try:
+            return sorted(f"kafka{v['id']}" for v in json.loads(fields.get(key) or "[]"))
+        except (ValueError, TypeError, KeyError):
+            return sorted(f"kafka{i}" for i in re.findall(r"\bid\b\D*(\d+)", fields.get(key) or ""))
+    leader = int(fields["LeaderId"])
+    return {"leader": f"kafka{leader}" if leader >= 0 else None, "epoch": int(fields.get("LeaderEpoch", -1)),
+            "high_watermark": int(fields.get("HighWatermark", -1)), "voters": ids("CurrentVoters"),
+            "observers": ids("CurrentObservers")}
+
+
+def quorum_status_command(node: str) -> list[str]:
+    """The status of the quorum asked of ``node``'s controller listener (KIP-919, 3.7+): not
+    through a broker, which forwards the request and fails when it cannot reach the leader."""
+    return ["java", "-cp", "/opt/kafka/libs/*", QUORUM_COMMAND, "--bootstrap-controller",
+            f"{node}:{CONTROLLER_PORT}", "describe", "--status"]
+
+
+__all__ = ["CONTROLLER_PORT", "LOG4J2", "QUORUM_STATE", "STORAGE_TOOL", "cluster_id", "kraft_properties",
+           "quorum_state", "quorum_status", "quorum_status_command", "voters"]
