@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.base import (CONTAINER_CAPABILITIES, RESTART_APP, ClusterError, ComposeCluster, Recorder,
                                   Role, RoleError, Settings, Steady, docker, log)
-from harness.brokers.rabbitmq.generations import GENERATIONS, NODE_MONITOR_PARTITIONS, has
+from harness.brokers.rabbitmq.generations import GENERATIONS, NODE_MONITOR_PARTITIONS, SEED_DISCOVERY, has
 from harness.brokers.rabbitmq.generations import PARTITION_HANDLING as HANDLES_PARTITIONS
 from harness.util import wait_until
 
@@ -190,17 +190,21 @@ class RabbitCluster(ComposeCluster):
         """Start rabbit1..3 with ``config`` and wait until all three run as one cluster.
 
         ``fresh`` (default) tears down any previous cluster and its volumes first.
-        rabbit1 is started first and the others join it through classic-config peer
-        discovery: started all at once, RabbitMQ 3.10 nodes can form separate clusters.
+        On 3.10 rabbit1 is started first and the others join it through classic-config peer
+        discovery: started all at once, 3.10 nodes can form separate clusters. 4.x nodes are
+        started together: their discovery picks one seed among the peers it reaches.
         """
         self.config = config or RabbitConfig()
         if fresh:
             self.down()
         self.write_config(self.config)
-        self._compose_up(["rabbit1"])
-        self._wait_healthy_or_explain(lambda: self.app_serving("rabbit1"),
-                                      self.config.healthy_timeout, "rabbit1 running", must_run=["rabbit1"])
-        self._compose_up(["rabbit2", "rabbit3"])
+        rest = list(NODES)
+        if not has(self.config.version, SEED_DISCOVERY):
+            self._compose_up(["rabbit1"])
+            self._wait_healthy_or_explain(lambda: self.app_serving("rabbit1"),
+                                          self.config.healthy_timeout, "rabbit1 running", must_run=["rabbit1"])
+            rest.remove("rabbit1")
+        self._compose_up(rest)
         self.wait_healthy(self.config.healthy_timeout, must_run=NODES)
 
     def wait_healthy(self, timeout: float = 120, must_run: list[str] | None = None) -> None:

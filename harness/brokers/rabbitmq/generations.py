@@ -19,6 +19,10 @@ MIRRORED_QUEUES = "mirrored_queues"                  # classic queue mirroring (
 PARTITION_HANDLING = "partition_handling"            # cluster_partition_handling acts (Mnesia)
 NODE_MONITOR_PARTITIONS = "node_monitor_partitions"  # rabbit_node_monitor:partitions() exists
 QUEUE_MASTER_LOCATOR = "queue_master_locator"        # x-queue-master-locator is accepted
+# peer discovery picks one seed node among peers started together (3.13+); 3.10 nodes started
+# at once can form separate clusters, while a 4.x node started alone looks for its absent
+# peers for about a minute before it boots standalone
+SEED_DISCOVERY = "seed_discovery"
 
 MIRRORING_REMOVED = "classic mirrored queues were removed in 4.0"
 PARTITION_HANDLING_GONE = ("4.3 has no partition handling: Khepri is its only metadata store and "
@@ -26,7 +30,8 @@ PARTITION_HANDLING_GONE = ("4.3 has no partition handling: Khepri is its only me
 
 GENERATIONS = {g.name: g for g in (
     Generation("3.10", "bookworm", (("SUITE", "bookworm"), ("RABBITMQ_PACKAGE", "rabbitmq-server"),
-                                    ("FUSE_PACKAGES", "python3-fusepy libfuse2")), default=True),
+                                    ("FUSE_PACKAGES", "python3-fusepy libfuse2")),
+               lacks=frozenset({SEED_DISCOVERY}), default=True),
     Generation("4.0", "trixie", (("SUITE", "trixie"), ("RABBITMQ_PACKAGE", "rabbitmq-server=4.0.5-6+deb13u2"),
                                  ("FUSE_PACKAGES", "python3-fusepy libfuse2t64")),
                lacks=frozenset({MIRRORED_QUEUES})),
@@ -60,4 +65,4 @@ def has(version: str | None, feature: str) -> bool:
 
 
 __all__ = ["DELIVERY_LIMIT_DEFAULT", "GENERATIONS", "MIRRORED_QUEUES", "MIRRORING_REMOVED", "NODE_MONITOR_PARTITIONS",
-           "PARTITION_HANDLING", "PARTITION_HANDLING_GONE", "QUEUE_MASTER_LOCATOR", "REFUSED_KEYS", "generation", "has"]
+           "PARTITION_HANDLING", "PARTITION_HANDLING_GONE", "QUEUE_MASTER_LOCATOR", "REFUSED_KEYS", "SEED_DISCOVERY", "generation", "has"]
