@@ -429,3 +429,28 @@ def test_the_kraft_compose_file_has_the_brokers_only():
     for node, svc in kraft["services"].items():
         assert svc["networks"] == zk["services"][node]["networks"] and svc["ports"] == zk["services"][node]["ports"]
     assert kraft["networks"] == zk["networks"]
+
+
+def test_metadata_measures_separate_answered_refused_kept_and_lost():
+    from harness.brokers.rabbitmq.probes import METADATA_PREFIX, metadata_measures
+    writes = {"rabbit1": {"ok": True, "s": 1.2}, "rabbit2": {"ok": True, "s": 0.4},
+              "rabbit3": {"ok": False, "error": "no answer in 45 s", "s": 45}}
+    # rabbit1's answered declare is gone after the heal (Mnesia's restarted minority)
+    m = metadata_measures(writes, {f"{METADATA_PREFIX}rabbit2", "mqchaos"})
+    assert m["metadata_write_ok"] == ["rabbit1", "rabbit2"]
+    assert m["metadata_write_failed"] == ["rabbit3"]
+    assert m["metadata_kept"] == ["rabbit2"] and m["metadata_lost"] == ["rabbit1"]
+    assert m["metadata_write_s"] == {"rabbit1": 1.2, "rabbit2": 0.4, "rabbit3": 45}
+    # a refused write that exists anyway (committed after the client gave up) is neither kept nor lost
+    m = metadata_measures(writes, {f"{METADATA_PREFIX}{n}" for n in ("rabbit1", "rabbit2", "rabbit3")})
+    assert m["metadata_kept"] == ["rabbit1", "rabbit2"] and m["metadata_lost"] == []
+
+
+def test_quorum_partition_rows_run_on_every_rabbitmq_version():
+    from harness.scenario import load
+    for path in sorted((ROOT / "scenarios").glob("R*q-*.yaml")):
+        for version in ("3.10", "4.0", "4.3"):
+            sc = load(path)
+            sc.version = version
+            assert sc.queue.type == "quorum" and sc.not_applicable() is None, (path.name, version)
+            assert sc.probes.metadata is not None

@@ -1,7 +1,7 @@
 """What a RabbitMQ scenario may say: its queue, its workload options, its probes."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -150,8 +150,21 @@ class SyncProbe(Strict):
         return out
 
 
+class MetadataProbe(Strict):
+    """R7q-R11q: what a partition does to the metadata store. ``at`` seconds after the faults
+    begin, a client of each node declares a durable queue of its own (a metadata write: Mnesia
+    takes it on either side of a cut, Khepri only with a majority, a paused node refuses the
+    client); after the heal, which of the queues whose declare was answered still exist."""
+    at: float = Field(10, ge=0, le=600)
+    timeout: float = Field(45, gt=0, le=120)  # Khepri gives up after 30 s (khepri_default_timeout)
+
+    NAMES: ClassVar[set[str]] = {"metadata_write_ok", "metadata_write_failed", "metadata_write_s",
+                                 "metadata_kept", "metadata_lost"}
+
+
 class RabbitProbes(Strict):
     masters: MastersProbe | None = None
+    metadata: MetadataProbe | None = None
     throughput: ThroughputProbe | None = None
     links: LinksProbe | None = None
     sync: SyncProbe | None = None
@@ -244,4 +257,6 @@ class RabbitScenario(BaseScenario):
             names |= {"link_bytes", "link_delivered_bytes", "delivery_network_share"}
         if self.probes.sync is not None:
             names |= self.probes.sync.names()
+        if self.probes.metadata is not None:
+            names |= MetadataProbe.NAMES
         return names

@@ -1,5 +1,6 @@
 """RabbitMQ probes: queue masters' spread (R12), throughput by mirror policy (R13), where
-deliveries come from (Q5), blocking synchronisation by queue size and sync mode (R6)."""
+deliveries come from (Q5), blocking synchronisation by queue size and sync mode (R6), metadata
+writes under a partition (R7q-R11q)."""
 from __future__ import annotations
 
 import threading
@@ -22,6 +23,7 @@ from harness.probes import Probes, hosts, spread, spread_measures
 from harness.util import wait_until
 
 MASTERS_PREFIX = "mqchaos-m"
+METADATA_PREFIX = "mqchaos-meta-"
 
 
 class RabbitProbes(Probes):
@@ -36,12 +38,18 @@ class RabbitProbes(Probes):
             self._sync()
 
     def before_faults(self) -> None:
+        if self.sc.probes.metadata:
+            self._metadata_timer = threading.Timer(self.sc.probes.metadata.at, self._metadata_writes)
+            self._metadata_timer.daemon = True
+            self._metadata_timer.start()
         if self.sc.probes.masters:
             self.measurements.update(spread_measures("masters", "before", self._masters()))
         if self.sc.probes.links:
             self._links()
 
     def after_heal(self) -> None:
+        if self.sc.probes.metadata:
+            self._metadata_kept()
         m = self.sc.probes.masters
         if not m:
             return
@@ -51,6 +59,49 @@ class RabbitProbes(Probes):
         if m.rebalance:
             self.cluster.exec("rabbit1", ["rabbitmq-queues", "rebalance", "all"], timeout=120)
             self.measurements.update(spread_measures("masters", "after_rebalance", self._masters()))
+
+    # -- R7q-R11q ------------------------------------------------------------------------
+    def _metadata_writes(self) -> None:
+        """Each node's client declares its own queue at once; a declare that gets no answer
+        within the probe's timeout (Khepri waiting for a majority) is recorded as such."""
+        p = self.sc.probes.metadata
+        self._metadata: dict[str, dict] = {}
+
+        def declare(ep) -> None:
+            t0 = time.monotonic()
+            try:
+                conn = pika.BlockingConnection(params(ep))
+                try:
+                    conn.channel().queue_declare(f"{METADATA_PREFIX}{ep.node}", durable=True)
+                    out = {"ok": True}
+                finally:
+                    if conn.is_open:
+                        conn.close()
+            except Exception as exc:  # noqa: BLE001 - the refusal is what is measured
+                out = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            self._metadata[ep.node] = {**out, "s": round(time.monotonic() - t0, 2)}
+        # daemons: a declare still blocked at the timeout stays so until the cluster goes down
+        self._metadata_threads = [threading.Thread(target=declare, args=(ep,), daemon=True)
+                                  for ep in endpoints(self.cluster)]
+        for t in self._metadata_threads:
+            t.start()
+        deadline = time.monotonic() + p.timeout
+        for t in self._metadata_threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        for ep in endpoints(self.cluster):
+            self._metadata.setdefault(ep.node, {"ok": False, "error": f"no answer in {p.timeout:g} s",
+                                                "s": p.timeout})
+
+    def _metadata_kept(self) -> None:
+        timer = getattr(self, "_metadata_timer", None)
+        if timer is None:
+            return
+        p = self.sc.probes.metadata
+        timer.join(p.at + p.timeout + 10)  # it ends by itself: the writes are bounded by the timeout
+        writes = dict(getattr(self, "_metadata", {}))
+        existing = {q.get("name") for q in self.cluster.api("queues") or []}
+        self.measurements.update(metadata_measures(writes, existing))
+        self.measurements["metadata_writes"] = writes
 
     # -- Q5 ------------------------------------------------------------------------------
     def _links(self) -> None:
@@ -286,3 +337,14 @@ def delivery_network_share(received: dict[str, dict[str, int]], leader: str | No
             return None
         extra = received.get(node, {}).get(leader, 0) - received.get(twins[0], {}).get(leader, 0)
     return round(extra / delivered_bytes, 3)
+
+
+def metadata_measures(writes: dict[str, dict], existing: set) -> dict:
+    """From each node's declare (``writes``: node -> {ok, error?, s}) and the queue names the
+    cluster has after the heal: whose write was answered, whose was refused, and of the
+    answered ones which were kept and which the cluster lost (an answered write gone)."""
+    ok = sorted(n for n, w in writes.items() if w.get("ok"))
+    kept = [n for n in ok if f"{METADATA_PREFIX}{n}" in existing]
+    return {"metadata_write_ok": ok, "metadata_write_failed": sorted(set(writes) - set(ok)),
+            "metadata_write_s": {n: w.get("s") for n, w in sorted(writes.items())},
+            "metadata_kept": kept, "metadata_lost": sorted(set(ok) - set(kept))}
