@@ -7,7 +7,7 @@ MQCHAOS := $(VENV)/bin/mqchaos
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(PY))
 
-.PHONY: setup venv test test-unit bench clean engine images up-rabbitmq up-kafka down bench-cluster
+.PHONY: setup venv test test-unit bench clean engine images images-all up-rabbitmq up-kafka down bench-cluster
 
 # setup = the virtualenv (Java for Spark included) + a running Docker engine.
 setup: venv engine
@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml
 test-unit: venv
 	$(PY) -m pytest -q -m "not docker"
 
-test: setup images browser
+test: setup images-all browser
 	$(PY) -m pytest -q
 
 # Debian's Chromium: the report tests open the pages in it (tests/test_report_browser.py).
@@ -45,6 +45,10 @@ engine: venv
 
 images: engine
 	$(MQCHAOS) images
+
+# every version's image (harness/brokers/*/generations.py): the tests bring each one up
+images-all: engine
+	$(MQCHAOS) images --version all
 
 up-rabbitmq: images
 	$(MQCHAOS) up rabbitmq $(UP_ARGS)
