@@ -454,3 +454,12 @@ def test_quorum_partition_rows_run_on_every_rabbitmq_version():
             sc.version = version
             assert sc.queue.type == "quorum" and sc.not_applicable() is None, (path.name, version)
             assert sc.probes.metadata is not None
+
+
+def test_4x_nodes_wait_for_the_seed_3_10_does_not():
+    from harness.brokers.rabbitmq.cluster import RabbitConfig
+
+    def limit(version):
+        conf = RabbitConfig(version=version).render("rabbit2")
+        return int(next(line for line in conf.splitlines() if "discovery_retry_limit" in line).split("=")[1])
+    assert limit("3.10") == 2 and limit("4.0") == limit("4.3") == 60

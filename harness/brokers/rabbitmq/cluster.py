@@ -71,10 +71,12 @@ class RabbitConfig(Settings):
             "log.file = false",
             "cluster_formation.peer_discovery_backend = rabbit_peer_discovery_classic_config",
             *(f"cluster_formation.classic_config.nodes.{i} = rabbit@{n}" for i, n in enumerate(self.site(node), 1)),
-            # A blank node starts here only when a peer already runs (rabbit1 alone first, a
-            # wiped node into a running cluster), or never finds one: rabbit1 looking for its
-            # not-yet-started peers 10 x 0.5 s (the default) was 5 s of every cluster's start.
-            "cluster_formation.discovery_retry_limit = 2",
+            # 3.10: a blank node starts here only when a peer already runs (rabbit1 alone
+            # first, a wiped node into a running cluster), or never finds one: rabbit1 looking
+            # for its not-yet-started peers 10 x 0.5 s (the default) was 5 s of every start.
+            # 4.x nodes start together and wait for the seed's database: 3 tries (1.5 s) were
+            # too few under load, a node booted standalone; 60 (30 s) are enough.
+            f"cluster_formation.discovery_retry_limit = {60 if has(self.version, SEED_DISCOVERY) else 2}",
             "cluster_formation.discovery_retry_interval = 500",
             f"net_ticktime = {int(self.net_ticktime)}",
             f"vm_memory_high_watermark.absolute = {self.memory_high_watermark}",
