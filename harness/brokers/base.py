@@ -102,6 +102,11 @@ class Cluster(abc.ABC):
     kind: ClassVar[str]
     capabilities: ClassVar[frozenset[str]] = CONTAINER_CAPABILITIES
     roles: ClassVar[dict[str, Role]] = {}
+    # target names this topology lacks though another of the broker's has them, with why
+    # (Kafka in KRaft mode: no ZooKeeper): a scenario naming one is refused at load time
+    absent_targets: ClassVar[dict[str, str]] = {}
+    # traffic a partition may cut alone (a step's params.ports): name -> TCP ports
+    ports: ClassVar[dict[str, tuple[int, ...]]] = {}
 
     # ---- lifecycle ----------------------------------------------------------------------
     @abc.abstractmethod
