@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.brokers.base import Cluster
-from harness.brokers.kafka.cluster import KafkaCluster
+from harness.brokers.kafka.cluster import ZooKeeperCluster
 from harness.brokers.rabbitmq.cluster import RabbitCluster
 from harness.util import wait_until
 from nemesis import grudge as g
@@ -271,7 +271,7 @@ class FakeKafka:
     """Kafka's roles (the plug-in's own table) over a fixed topology."""
     kind = "kafka"
     project = "fake"
-    roles = KafkaCluster.roles
+    roles = ZooKeeperCluster.roles
     seen_before = Cluster.seen_before
 
     def role(self, name, arg):
