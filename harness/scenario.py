@@ -126,7 +126,7 @@ def parse(data: Any, source: str = "scenario", version: str | dict[str, str] | N
         steps = parse_schedule(sc.nemesis)
     except ValueError as e:
         raise ScenarioError(f"{source}: invalid scenario\n  {e}") from None
-    # the version's topology (Kafka: ZooKeeper nodes or none) judges the targets
+    # the version's topology (its nodes and roles may depend on it) judges the targets
     caps, cluster = plugin.capabilities_of(sc.version), plugin.cluster(version=sc.version)
     # a capability every version lacks is the broker's; one only this version lacks, the version's
     lacking = [f"  nemesis: {st.fault} at {st.at:g}s needs {', '.join(missing)}, which {broker}"
