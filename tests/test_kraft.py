@@ -89,14 +89,16 @@ def test_the_version_picks_the_topology(version, cls, nodes, compose_file, monke
 
 def test_a_cluster_already_up_is_found_by_its_recorded_version(tmp_path, monkeypatch):
     monkeypatch.setattr(base, "STATE_DIR", tmp_path)
-    assert type(KAFKA.cluster()) is ZooKeeperCluster  # nothing recorded: the default
+    assert type(brokers.get_cluster("kafka")) is ZooKeeperCluster  # nothing recorded: the default
     c = KAFKA.cluster(version="4.1")
     monkeypatch.setattr(c, "compose", lambda *a, **k: None)
     c._compose_up(c.nodes())
     assert (tmp_path / "kafka" / "version").read_text() == "4.1\n"
-    found = KAFKA.cluster()  # what mqchaos heal / status / down make
+    found = brokers.get_cluster("kafka")  # what mqchaos heal / status / down / nemesis act on
     assert type(found) is KRaftCluster and found.version() == "4.1"
-    assert type(KAFKA.cluster(version="3.9")) is ZooKeeperCluster  # a version given wins
+    assert type(KAFKA.cluster()) is ZooKeeperCluster  # one to bring up: the version given, else the default
+    (tmp_path / "kafka" / "version").write_text("2.8\n")  # a version the harness no longer runs
+    assert type(brokers.get_cluster("kafka")) is ZooKeeperCluster
 
 
 def test_a_cluster_refuses_to_bring_up_the_other_mode():

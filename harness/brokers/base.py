@@ -149,6 +149,11 @@ class Cluster(abc.ABC):
     def close(self) -> None:
         """Release client resources held by this object."""
 
+    @classmethod
+    def recorded_version(cls) -> str | None:
+        """The version the last ``up`` here brought up, None if unknown."""
+        return None
+
     # ---- node control (``capabilities`` says which of these work) ------------------------
     @abc.abstractmethod
     def kill(self, node: str) -> None: ...
@@ -236,7 +241,7 @@ class ComposeCluster(Cluster):
     @classmethod
     def recorded_version(cls) -> str | None:
         """The version the last ``up`` here brought up (``_compose_up`` records it), None if
-        none: what a cluster already up runs, for the commands that find it (heal, status)."""
+        none: what a cluster already up runs (``harness.brokers.get_cluster``)."""
         try:
             return (cls.kind_dir() / VERSION_FILE).read_text().strip() or None
         except OSError:
@@ -770,8 +775,7 @@ class Broker(abc.ABC):
 
     @abc.abstractmethod
     def cluster(self, project: str | None = None, version: str | None = None) -> Cluster:
-        """The cluster of ``version`` (its topology may depend on it; None: the one a plug-in
-        finds fitting for a cluster already up, else the default)."""
+        """The cluster of ``version`` (None: the default one); its topology may depend on it."""
 
     def dump_config_keys(self, image_ref: str) -> dict[str, Any]:
         """The configuration names the broker in ``image_ref`` accepts ({"version": ...,

@@ -64,11 +64,8 @@ class Kafka(Broker):
         return KafkaCluster
 
     def cluster(self, project: str | None = None, version: str | None = None) -> KafkaCluster:
-        """The version's topology: ZooKeeper nodes or none. No version: the one last brought
-        up here (``mqchaos heal / status / down`` on a cluster already up), else the default."""
-        version = version or KafkaCluster.recorded_version()
-        if version not in self.generations:
-            version = self.generation().name
+        """The version's topology: with ZooKeeper nodes (3.9) or in KRaft mode."""
+        version = self.generation(version).name
         return (ZooKeeperCluster if has(version, ZOOKEEPER) else KRaftCluster)(project, version)
 
     def dump_config_keys(self, image_ref: str) -> dict[str, Any]:
