@@ -91,7 +91,7 @@ def register(main: click.Group) -> None:
         ensure_images([kind], versions={kind: [version]})
         if timeout:
             cfg.healthy_timeout = timeout
-        cluster = plugin.cluster()
+        cluster = plugin.cluster(version=version)
         t0 = time.monotonic()
         cluster.up(cfg)
         click.echo(f"{kind} {version} healthy in {time.monotonic() - t0:.1f}s")

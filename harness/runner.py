@@ -227,7 +227,7 @@ class Run:
 
     def _up(self) -> None:
         self.phase("cluster-up")
-        self.cluster = self.broker.cluster()
+        self.cluster = self.broker.cluster(version=self.sc.version)
         self.cluster.up(self.sc.cluster)
         self.phase("cluster-ready")
         try:

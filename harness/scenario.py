@@ -19,7 +19,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from harness import brokers, expect
 from harness.spec import BaseScenario
-from nemesis.faults import missing_capabilities
+from nemesis.faults import missing_capabilities, ports_problems
 from nemesis.schedule import CLOSING, parse as parse_schedule
 from nemesis.targets import expr_problems, targets_problems
 
@@ -126,16 +126,23 @@ def parse(data: Any, source: str = "scenario", version: str | dict[str, str] | N
         steps = parse_schedule(sc.nemesis)
     except ValueError as e:
         raise ScenarioError(f"{source}: invalid scenario\n  {e}") from None
-    caps, cluster = plugin.capabilities_of(sc.version), plugin.cluster()
+    # the version's topology (its nodes and roles may depend on it) judges the targets
+    caps, cluster = plugin.capabilities_of(sc.version), plugin.cluster(version=sc.version)
     # a capability every version lacks is the broker's; one only this version lacks, the version's
     lacking = [f"  nemesis: {st.fault} at {st.at:g}s needs {', '.join(missing)}, which {broker}"
                f"{'' if missing_capabilities(st.fault, plugin.capabilities) else ' ' + str(sc.version)} nodes cannot do"
                for st in steps if (missing := missing_capabilities(st.fault, caps))]
     lacking += [f"  {problem}" for problem in sc.version_problems()]
-    lacking += [f"  nemesis: {st.fault} at {st.at:g}s: targets: {problem}" for st in steps
-                for problem in targets_problems(st.fault, st.targets, cluster.nodes(), cluster.roles)]
-    lacking += [f"  nemesis: {st.fault} at {st.at:g}s: when.same: {problem}" for st in steps if st.when
-                for expr in st.when["same"] for problem in expr_problems(expr, cluster.nodes(), cluster.roles)]
+    # A claim this version does not have (not applicable: no cluster comes up) may name the
+    # nodes and traffic of the topology it is about; it is checked on a version that has it.
+    topology = [] if sc.not_applicable() else steps
+    nodes, roles, absent = cluster.nodes(), cluster.roles, cluster.absent_targets
+    lacking += [f"  nemesis: {st.fault} at {st.at:g}s: targets: {problem}" for st in topology
+                for problem in targets_problems(st.fault, st.targets, nodes, roles, absent)]
+    lacking += [f"  nemesis: {st.fault} at {st.at:g}s: when.same: {problem}" for st in topology if st.when
+                for expr in st.when["same"] for problem in expr_problems(expr, nodes, roles, absent)]
+    lacking += [f"  nemesis: {st.fault} at {st.at:g}s: {problem}" for st in topology
+                for problem in ports_problems(st.fault, st.params, cluster.ports)]
     faults = sum(1 for st in steps if st.fault not in CLOSING)
     lacking += [f"  {field}.{k}.{problem}" for field in ("expect", "require")
                 for k, v in expect.expectations(sc, field).items() if expect.is_window(v)

@@ -2,7 +2,7 @@
 
 Use::
 
-    cluster = brokers.get_cluster(name); cluster.up(settings)
+    cluster = brokers.get(name).cluster(version=settings.version); cluster.up(settings)
     with Nemesis(cluster, run_dir, clock=clock, seed=seed) as nem:   # heals first
         ...start clients...
         nem.run(schedule.parse(scenario["nemesis"]), stop=stop_event)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from nemesis import grudge as g
 from nemesis import net
@@ -49,7 +49,8 @@ class Fault:
         """A few words: the cut links of a network fault, else the nodes."""
         links = self.details.get("links")
         what = " ".join("/".join(link) for link in links) if links else ",".join(self.targets)
-        return f"{self.fault} {what}"
+        ports = self.details.get("ports")
+        return f"{self.fault} {what}" + (f" port {','.join(map(str, ports))}" if ports else "")
 
     def pending(self) -> bool:
         return any(self.undo.get(k) for k in UNDO_ORDER)
@@ -81,16 +82,41 @@ def _real(ctx: Ctx, nodes: list[str], what: str) -> list[str]:
 
 
 # ---- planning ------------------------------------------------------------------------------
+def ports_problems(fault: str, params: dict, ports: Mapping[str, tuple[int, ...]]) -> list[str]:
+    """What is wrong with a step's ``params.ports``: names of the traffic the broker's
+    cluster lets a partition cut alone (``Cluster.ports``), one or a list."""
+    names = params.get("ports")
+    if names is None:
+        return []
+    if fault != "partition":
+        return [f"params.ports: only a partition cuts by port, not {fault}"]
+    items = [names] if isinstance(names, str) else names
+    if not isinstance(items, list) or not items or not all(isinstance(n, str) for n in items):
+        return [f"params.ports: a traffic name or a list of them, not {names!r}"]
+    return [f"params.ports: no traffic {n!r} to cut in this cluster (there is: {', '.join(ports) or 'none'})"
+            for n in items if n not in ports]
+
+
+def port_numbers(fault: str, params: dict, ports: Mapping[str, tuple[int, ...]]) -> list[int]:
+    """The TCP ports a step's ``params.ports`` names ([]: the whole link)."""
+    problems = ports_problems(fault, params, ports)
+    if problems:
+        raise TargetError("; ".join(problems))
+    names = params.get("ports") or []
+    return sorted({port for name in ([names] if isinstance(names, str) else names) for port in ports[name]})
+
+
 def plan_partition(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
     grudge = grudge_for(ctx.cluster, spec, ctx.rng, ctx.subject)
     addr = _addr_of(ctx)
     prob = params.get("probability")
+    ports = port_numbers(f.fault, params, ctx.cluster.ports)
     if f.fault == "loss":
         if prob is None:
             raise TargetError("loss needs params.probability")
         rules = net.loss_rules(grudge, addr, f.id, float(prob))
     else:
-        rules = net.partition_rules(grudge, addr, f.id)
+        rules = net.partition_rules(grudge, addr, f.id, ports)
     involved = sorted({n for n, peers in grudge.items() if peers} | {p for ps in grudge.values() for p in ps})
     f.targets = involved
     f.details.update({"grudge": g.to_json(grudge),
@@ -100,6 +126,8 @@ def plan_partition(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
                       "rules": rules})
     if prob is not None:
         f.details["probability"] = float(prob)
+    if ports:  # the cut links carry the rest of their traffic
+        f.details["ports"] = ports
     f.undo["rules"] = rules
 
 

@@ -31,10 +31,18 @@ def _tag(fault_id: str) -> list[str]:
     return ["-m", "comment", "--comment", f"{TAG}:{fault_id}"]
 
 
-def _drop(chain: str, direction: str, addr: str, fault_id: str, probability: float | None) -> str:
+def _drop(chain: str, direction: str, addr: str, fault_id: str, probability: float | None,
+          match: list[str] = ()) -> str:
     stat = [] if probability is None else ["-m", "statistic", "--mode", "random",
                                            "--probability", f"{probability:g}"]
-    return shlex.join([chain, direction, f"{addr}/32", *stat, *_tag(fault_id), "-j", "DROP"])
+    return shlex.join([chain, direction, f"{addr}/32", *match, *stat, *_tag(fault_id), "-j", "DROP"])
+
+
+def port_matches(ports: Iterable[int] = ()) -> list[list[str]]:
+    """What a cut drops on a link: every packet ([[]]), or, per port, the TCP packets to it
+    and from it (a connection to that port in either direction, requests and replies)."""
+    return [["-p", "tcp", flag, str(int(port))] for port in sorted(set(ports))
+            for flag in ("--dport", "--sport")] or [[]]
 
 
 def _per_link(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
@@ -50,10 +58,14 @@ def _per_link(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str]
 
 
 def partition_rules(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
-                    fault_id: str) -> Rules:
-    """INPUT drop from and OUTPUT drop to every grudged address, on the grudging node."""
+                    fault_id: str, ports: Iterable[int] = ()) -> Rules:
+    """INPUT drop from and OUTPUT drop to every grudged address, on the grudging node; with
+    ``ports``, only the TCP traffic to or from those ports, the rest of the link up (a
+    broker's control traffic cut while its replication goes on: ``Cluster.ports``)."""
+    matches = port_matches(ports)
     return _per_link(grudge, addr_of, lambda peer, addr: [
-        _drop(CHAIN_IN, "-s", addr, fault_id, None), _drop(CHAIN_OUT, "-d", addr, fault_id, None)])
+        _drop(chain, direction, addr, fault_id, None, m) for m in matches
+        for chain, direction in ((CHAIN_IN, "-s"), (CHAIN_OUT, "-d"))])
 
 
 def loss_rules(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],

@@ -55,6 +55,9 @@ def resolve_one(cluster: Any, expr: str, rng: random.Random, subject: str | None
             return _some(expr, cluster.role(role, arg or None))
         except RoleError as e:
             raise TargetError(f"{expr!r}: {e}") from None
+    absent = getattr(cluster, "absent_targets", {}).get(role)
+    if absent:
+        raise TargetError(f"{expr!r}: {absent}")
     if not arg:
         raise TargetError(f"unknown target {expr!r} (nodes: {', '.join(nodes)}; roles: {', '.join(cluster.roles)})")
     if role == "random":
@@ -153,32 +156,37 @@ def _near(word: str, names) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def expr_problems(expr: Any, nodes: list[str], roles: dict) -> list[str]:
+def expr_problems(expr: Any, nodes: list[str], roles: dict, absent: dict[str, str] | None = None) -> list[str]:
     """What is wrong with a target expression, judged from the broker's node names and
-    roles alone (what a role names is only known when the fault runs)."""
+    roles alone (what a role names is only known when the fault runs); ``absent``: names
+    this topology lacks, with why (``Cluster.absent_targets``)."""
+    absent = absent or {}
     if isinstance(expr, list):  # a union of expressions, as resolve() takes it
-        return [p for item in expr for p in expr_problems(item, nodes, roles)]
+        return [p for item in expr for p in expr_problems(item, nodes, roles, absent)]
     if not isinstance(expr, str):
         return [f"a target is a string or a list of them, not {expr!r}"]
     expr = expr.strip()
     if " except " in expr and not expr.startswith(("random:", "others:")):
         keep, _, drop = expr.partition(" except ")
-        return expr_problems(keep, nodes, roles) + expr_problems(drop, nodes, roles)
+        return expr_problems(keep, nodes, roles, absent) + expr_problems(drop, nodes, roles, absent)
     if expr in nodes or expr in KEYWORDS:
         return []
     role, _, arg = expr.partition(":")
     if role in roles:
         return [f"{expr!r}: role {role} takes no argument"] if arg and not roles[role].arg else []
+    if role in absent:
+        return [f"{expr!r}: {absent[role]}"]
     if role == "random":
         count, _, pool = arg.partition(":")
         problems = [] if count.isdigit() and int(count) > 0 else [f"{expr!r}: random:N needs a count N > 0"]
-        return problems + (expr_problems(pool, nodes, roles) if pool else [])
+        return problems + (expr_problems(pool, nodes, roles, absent) if pool else [])
     if role == "others" and arg:
-        return expr_problems(arg, nodes, roles)
+        return expr_problems(arg, nodes, roles, absent)
     return [f"unknown target {expr!r}{_near(role, [*nodes, *KEYWORDS, *roles, 'random', 'others'])}"]
 
 
-def targets_problems(fault: str, targets: Any, nodes: list[str], roles: dict) -> list[str]:
+def targets_problems(fault: str, targets: Any, nodes: list[str], roles: dict,
+                     absent: dict[str, str] | None = None) -> list[str]:
     """What is wrong with a step's ``targets`` (a partition spec for partition and loss)."""
     if targets is None:
         return []
@@ -186,7 +194,7 @@ def targets_problems(fault: str, targets: Any, nodes: list[str], roles: dict) ->
         items = [targets] if isinstance(targets, str) else targets
         if not isinstance(items, list):
             return [f"targets must be a target or a list of them, not {targets!r}"]
-        return [p for item in items for p in expr_problems(item, nodes, roles)]
+        return [p for item in items for p in expr_problems(item, nodes, roles, absent)]
     if isinstance(targets, str):
         return [] if targets in SPEC_NAMES else [f"unknown partition {targets!r}{_near(targets, SPEC_NAMES)}"]
     if not isinstance(targets, dict) or len(targets) != 1:
@@ -196,19 +204,19 @@ def targets_problems(fault: str, targets: Any, nodes: list[str], roles: dict) ->
     if shape is None:
         return [f"unknown partition spec {kind!r}{_near(kind, SPEC_KINDS)}"]
     if shape == "expr":
-        return [] if arg is None else expr_problems(arg, nodes, roles)
+        return [] if arg is None else expr_problems(arg, nodes, roles, absent)
     if shape == "seed":
         return [] if arg is None or isinstance(arg, int) else [f"random_halves takes a seed, not {arg!r}"]
     if shape == "pair":
         if not isinstance(arg, list) or len(arg) != 2:
             return [f"{kind} takes a list of two targets, not {arg!r}"]
-        return [p for a in arg for p in expr_problems(a, nodes, roles)]
+        return [p for a in arg for p in expr_problems(a, nodes, roles, absent)]
     if shape == "list":
         if not isinstance(arg, list) or not arg:
             return [f"{kind} takes a list of targets, not {arg!r}"]
-        return [p for a in arg for p in expr_problems(a, nodes, roles)]
+        return [p for a in arg for p in expr_problems(a, nodes, roles, absent)]
     if not isinstance(arg, dict):
         return [f"grudge takes a mapping node -> [nodes], not {arg!r}"]
     names = [*nodes, g.CLIENTS]
-    return [f"grudge names {n!r}, not a node{_near(str(n), names)}"
+    return [f"grudge names {n!r}, " + ((absent or {}).get(str(n)) or f"not a node{_near(str(n), names)}")
             for k, v in arg.items() for n in [k, *(v if isinstance(v, list) else [v])] if n not in names]

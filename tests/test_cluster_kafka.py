@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from harness.brokers.kafka.cluster import BROKERS, ZK_NODES, KafkaCluster, KafkaConfig, broker_id, broker_node
+from harness.brokers.kafka.cluster import (BROKERS, ZK_NODES, KafkaCluster, KafkaConfig, ZooKeeperCluster, broker_id,
+                                           broker_node)
 from harness.util import wait_until
 
 
@@ -46,7 +47,7 @@ TOPIC = "t-kill"
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = KafkaCluster()
+    c = ZooKeeperCluster()
     t0 = time.monotonic()
     c.up(KafkaConfig(min_insync_replicas=2, replica_lag_time_max_ms=10000))
     print(f"kafka healthy in {time.monotonic() - t0:.1f}s")

@@ -342,7 +342,7 @@ def test_mqchaos_up_checks_the_version_before_touching_docker(monkeypatch):
     assert cluster_cli._image_versions(["rabbitmq", "kafka"], ()) == {"rabbitmq": ["4.3"], "kafka": ["3.9"]}
 
 
-# ---- Kafka in KRaft mode: the pure parts (not brought up yet) ----------------------------------
+# ---- Kafka in KRaft mode: the pure parts (the cluster: tests/test_kraft.py) ----------------------
 
 def _props(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
@@ -413,11 +413,10 @@ CurrentObservers:       []
     assert cmd[cmd.index("--bootstrap-controller") + 1] == "kafka1:19093" and cmd[-2:] == ["describe", "--status"]
 
 
-def test_kraft_versions_are_refused_until_the_plugin_brings_them_up():
+def test_kraft_versions_load_a_scenario_that_does_not_need_zookeeper():
     k3 = next(p for p in SCENARIOS if p.name.startswith("K3-"))
     assert load(k3, "3.9").version == "3.9"
-    with pytest.raises(ScenarioError, match="version: Kafka 4.1 runs in KRaft mode, which the Kafka plug-in"):
-        load(k3, "4.1")
+    assert load(k3, "4.1").version == "4.1" and load(k3, "3.9-kraft").cluster.version == "3.9-kraft"
 
 
 def test_the_kraft_compose_file_has_the_brokers_only():

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.brokers.base import Cluster
-from harness.brokers.kafka.cluster import KafkaCluster
+from harness.brokers.kafka.cluster import ZooKeeperCluster
 from harness.brokers.rabbitmq.cluster import RabbitCluster
 from harness.util import wait_until
 from nemesis import grudge as g
@@ -174,6 +174,31 @@ def test_partition_rules_are_tagged_and_exact():
     assert all("10.0.0.2" not in r for rs in rules.values() for r in rs)
 
 
+def test_a_port_cut_drops_only_those_ports_tcp_each_way():
+    rules = net.partition_rules(g.partial("r1", "r3"), ADDR.__getitem__, "f8", ports=[9, 7, 9])
+    tag = "-m comment --comment mqchaos:f8 -j DROP"
+    # per port (sorted, once), a connection to it either way: its packets to and from it
+    assert rules["r1"] == [f"{chain} {d} 10.0.0.3/32 -p tcp {flag} {port} {tag}" for port in (7, 9)
+                           for flag in ("--dport", "--sport")
+                           for chain, d in (("MQCHAOS-IN", "-s"), ("MQCHAOS-OUT", "-d"))]
+    assert net.port_matches() == [[]]
+
+
+def test_ports_are_the_brokers_named_traffic_and_only_for_partitions():
+    from nemesis import faults
+    ports = {"internal": (19092,), "control": (19093, 19094)}
+    assert faults.port_numbers("partition", {"ports": ["control", "internal"]}, ports) == [19092, 19093, 19094]
+    assert faults.port_numbers("partition", {}, ports) == []
+    assert faults.ports_problems("partition", {"ports": "gossip"}, ports) == [
+        "params.ports: no traffic 'gossip' to cut in this cluster (there is: internal, control)"]
+    assert faults.ports_problems("partition", {"ports": []}, ports) == [
+        "params.ports: a traffic name or a list of them, not []"]
+    assert faults.ports_problems("kill", {"ports": "internal"}, ports) == [
+        "params.ports: only a partition cuts by port, not kill"]
+    with pytest.raises(TargetError, match="no traffic 'x'"):
+        faults.port_numbers("partition", {"ports": "x"}, {})
+
+
 def test_clients_rules_live_on_the_node_only():
     rules = net.partition_rules(g.isolate_from(["r2"], [g.CLIENTS]), ADDR.__getitem__, "f1")
     assert list(rules) == ["r2"]
@@ -246,7 +271,7 @@ class FakeKafka:
     """Kafka's roles (the plug-in's own table) over a fixed topology."""
     kind = "kafka"
     project = "fake"
-    roles = KafkaCluster.roles
+    roles = ZooKeeperCluster.roles
     seen_before = Cluster.seen_before
 
     def role(self, name, arg):
@@ -317,7 +342,7 @@ class FakeRabbit:
     """Records what would be done; every node answers; addresses are fixed."""
     kind = "rabbitmq"
     project = "fake"
-    roles = RabbitCluster.roles
+    roles, ports = RabbitCluster.roles, RabbitCluster.ports
     seen_before = Cluster.seen_before
 
     def role(self, name, arg):
@@ -469,6 +494,14 @@ def test_static_target_check_takes_lists_as_resolve_does():
     assert targets_problems("kill", ["rabbit1", "queue_master"], nodes, roles) == []
     assert targets_problems("partition", {"isolate": ["rabbit1", "rabit2"]}, nodes, roles) == [
         "unknown target 'rabit2' (did you mean 'rabbit2'?)"]
+    # a name this topology lacks though another has it: refused with why, wherever it stands
+    absent = {"arbiter": "no arbiter in this topology", "arb1": "no arbiter in this topology"}
+    assert targets_problems("partition", {"isolate_from": ["rabbit1", "random:1:arbiter"]}, nodes, roles,
+                            absent) == ["'arbiter': no arbiter in this topology"]
+    assert targets_problems("kill", "arb1 except rabbit1", nodes, roles, absent) == [
+        "'arb1': no arbiter in this topology"]
+    assert targets_problems("partition", {"grudge": {"arb1": ["rabbit1"]}}, nodes, roles, absent) == [
+        "grudge names 'arb1', no arbiter in this topology"]
 
 
 def test_no_effect_is_concluded_only_from_every_rule_bearing_node():

@@ -89,8 +89,8 @@ def elapsed_until(cond, timeout: float, msg: str, interval: float = 0.5) -> floa
 
 def _cluster(kind: str, config=None):
     """One cluster for a test class: up (timed), then healed and removed whatever happened."""
-    from harness.brokers import get_cluster
-    c = get_cluster(kind)
+    from harness.brokers import get
+    c = get(kind).cluster(version=getattr(config, "version", None))  # the default unless config says
     t0 = time.monotonic()
     c.up(config)
     record(f"{kind}_up_s", round(time.monotonic() - t0, 1))

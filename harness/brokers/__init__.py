@@ -26,7 +26,12 @@ def plugins() -> list[Broker]:
 
 
 def get_cluster(name: str) -> Cluster:
-    return get(name).cluster()
+    """The cluster already up here, of the version its last ``up`` recorded (the default if
+    none): what ``mqchaos heal / status / down / logs / nemesis`` act on. A cluster to bring
+    up is the plug-in's ``cluster(version=...)``."""
+    plugin = get(name)
+    recorded = plugin.cluster_class().recorded_version()
+    return plugin.cluster(version=recorded if recorded in plugin.generations else None)
 
 
 __all__ = ["Broker", "Cluster", "ClusterError", "ComposeCluster", "KINDS", "PLUGINS", "RoleError",

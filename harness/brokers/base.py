@@ -58,6 +58,7 @@ CONTAINER_CAPABILITIES = frozenset({KILL, STOP, START, PAUSE, WIPE, POWER_LOSS})
 # The power-loss file system: a script run inside the containers, bind-mounted there.
 LAZYFS_SCRIPT = ROOT / "nemesis" / "lazyfs.py"
 LAZYFS_IN_NODE = "/mqchaos/lazyfs.py"
+VERSION_FILE = "version"  # in a kind's state directory: the version its last up brought up
 
 
 class ClusterError(RuntimeError):
@@ -102,6 +103,11 @@ class Cluster(abc.ABC):
     kind: ClassVar[str]
     capabilities: ClassVar[frozenset[str]] = CONTAINER_CAPABILITIES
     roles: ClassVar[dict[str, Role]] = {}
+    # target names this topology lacks though another of the broker's has them, with why
+    # (Kafka in KRaft mode: no ZooKeeper): a scenario naming one is refused at load time
+    absent_targets: ClassVar[dict[str, str]] = {}
+    # traffic a partition may cut alone (a step's params.ports): name -> TCP ports
+    ports: ClassVar[dict[str, tuple[int, ...]]] = {}
 
     # ---- lifecycle ----------------------------------------------------------------------
     @abc.abstractmethod
@@ -142,6 +148,11 @@ class Cluster(abc.ABC):
 
     def close(self) -> None:
         """Release client resources held by this object."""
+
+    @classmethod
+    def recorded_version(cls) -> str | None:
+        """The version the last ``up`` here brought up, None if unknown."""
+        return None
 
     # ---- node control (``capabilities`` says which of these work) ------------------------
     @abc.abstractmethod
@@ -219,8 +230,22 @@ class ComposeCluster(Cluster):
 
     def __init__(self, project: str | None = None) -> None:
         self.project = project or f"mqchaos-{self.kind}"
-        self.state_dir = STATE_DIR / self.kind
+        self.state_dir = self.kind_dir()
         self._addr_cache: dict[str, str] = {}
+
+    @classmethod
+    def kind_dir(cls) -> Path:
+        """The broker's state here: the configuration rendered for its last ``up`` and more."""
+        return STATE_DIR / cls.kind
+
+    @classmethod
+    def recorded_version(cls) -> str | None:
+        """The version the last ``up`` here brought up (``_compose_up`` records it), None if
+        none: what a cluster already up runs (``harness.brokers.get_cluster``)."""
+        try:
+            return (cls.kind_dir() / VERSION_FILE).read_text().strip() or None
+        except OSError:
+            return None
 
     # ---- compose --------------------------------------------------------------------
     def conf_dir(self) -> Path:
@@ -322,6 +347,8 @@ class ComposeCluster(Cluster):
 
     def _compose_up(self, services: list[str] | None = None) -> None:
         self.write_fs_override(getattr(self, "config", None))
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / VERSION_FILE).write_text(f"{self.generation().name}\n")
         self.compose("up", "-d", "--no-build", "--force-recreate", *(services or []), timeout=600)
 
     def down(self) -> None:
@@ -747,7 +774,8 @@ class Broker(abc.ABC):
         return self.capabilities - self.generation(version).lacks
 
     @abc.abstractmethod
-    def cluster(self, project: str | None = None) -> Cluster: ...
+    def cluster(self, project: str | None = None, version: str | None = None) -> Cluster:
+        """The cluster of ``version`` (None: the default one); its topology may depend on it."""
 
     def dump_config_keys(self, image_ref: str) -> dict[str, Any]:
         """The configuration names the broker in ``image_ref`` accepts ({"version": ...,

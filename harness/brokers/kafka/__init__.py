@@ -1,5 +1,6 @@
-"""The Kafka plug-in: ZooKeeper (zk1..3) and three brokers (kafka1..3) from the jars on Maven
-Central, confluent-kafka clients (a producer per scenario's acks, a reader in the drain)."""
+"""The Kafka plug-in: three brokers (kafka1..3) with a ZooKeeper ensemble (zk1..3, 3.9) or in
+KRaft mode (3.9-kraft, 4.1: each node also a controller voter), from the jars on Maven
+Central; confluent-kafka clients (a producer per scenario's acks, a reader in the drain)."""
 from __future__ import annotations
 
 import re
@@ -11,8 +12,9 @@ from typing import Any
 from harness.brokers.base import COMPOSE_DIR, Broker, Generation, ImageSpec, docker, log
 from harness.brokers.kafka import observe
 from harness.brokers.kafka.clients import KafkaProducerWorker, KafkaReader
-from harness.brokers.kafka.cluster import KafkaCluster, KafkaConfig
-from harness.brokers.kafka.generations import GENERATIONS, pom
+from harness.brokers.kafka.cluster import KafkaCluster, KafkaConfig, ZooKeeperCluster
+from harness.brokers.kafka.generations import GENERATIONS, ZOOKEEPER, has, pom
+from harness.brokers.kafka.kraft_cluster import KRaftCluster
 from harness.brokers.kafka.model import KafkaScenario
 from harness.brokers.kafka.probes import KafkaProbes
 from harness.util import run as run_cmd
@@ -61,8 +63,10 @@ class Kafka(Broker):
     def cluster_class(self) -> type[KafkaCluster]:
         return KafkaCluster
 
-    def cluster(self, project: str | None = None) -> KafkaCluster:
-        return KafkaCluster(project)
+    def cluster(self, project: str | None = None, version: str | None = None) -> KafkaCluster:
+        """The version's topology: with ZooKeeper nodes (3.9) or in KRaft mode."""
+        version = self.generation(version).name
+        return (ZooKeeperCluster if has(version, ZOOKEEPER) else KRaftCluster)(project, version)
 
     def dump_config_keys(self, image_ref: str) -> dict[str, Any]:
         """server.properties' and topic configs' names, from Kafka's own ConfigDefs (the

@@ -1,8 +1,12 @@
-"""Kafka (ZooKeeper mode) cluster: zk1..3 + kafka1..3, lifecycle and introspection.
+"""Kafka clusters: three brokers (kafka1..3) and where they keep the cluster's metadata,
+by version (``generations.ZOOKEEPER``): a ZooKeeper ensemble (zk1..3: ``ZooKeeperCluster``,
+3.9) or a KRaft controller quorum on the brokers themselves (``kraft_cluster.KRaftCluster``,
+3.9-kraft and 4.1). ``KafkaCluster`` holds what both share: configuration, the AdminClient,
+topics, roles and recovery over the metadata each one reads its own way.
 
 Clients reach the brokers through 127.0.0.1:9092..9094 (external listeners advertised as
 such) and ZooKeeper through 127.0.0.1:2181..2183; the brokers talk to each other on the
-internal listener. Broker ids: kafka<N> has broker.id N.
+internal listener. Broker ids: kafka<N> has broker.id (node.id) N.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -144,9 +148,11 @@ def broker_node(bid: int | str | None) -> str | None:
     return f"kafka{int(bid)}"
 
 
+
 class KafkaCluster(ComposeCluster):
+    """What both metadata modes share; each says how it reads the metadata: ``quorum``,
+    ``registered_brokers``, ``controller_and_epoch``, ``partitions``, ``registered_since_start``."""
     kind = "kafka"
-    compose_file = "kafka.yml"
     network_key = "kafkanet"
     image_repo = "mqchaos/kafka"
     image_vars = ("KAFKA_IMAGE", "ZOOKEEPER_IMAGE")
@@ -158,25 +164,20 @@ class KafkaCluster(ComposeCluster):
         Role("followers", "the partition's other replicas", "T[/P]"),
         Role("isr", "the partition's in-sync replicas", "T[/P]"),
         Role("controller", "the controller broker"),
-        Role("zk", "the ZooKeeper nodes"),
     )}
+    ports = {"internal": (INTERNAL_PORT,)}  # the brokers' own listener: replication
+    zookeeper: ClassVar[bool]       # the mode (generations.ZOOKEEPER) the class brings up
+    quorum_what: ClassVar[str]      # what ``quorum`` waits for, in words
 
-    def __init__(self, project: str | None = None) -> None:
+    def __init__(self, project: str | None = None, version: str | None = None) -> None:
         super().__init__(project)
         self.config = KafkaConfig()
-        self._zk = None
-        self._zk_lock = threading.Lock()
+        self.config.version = version
         self._admin = None
 
     # ---- topology -------------------------------------------------------------------
-    def nodes(self) -> list[str]:
-        return ZK_NODES + BROKERS
-
     def brokers(self) -> list[str]:
         return list(BROKERS)
-
-    def zk_nodes(self) -> list[str]:
-        return list(ZK_NODES)
 
     def client_endpoints(self) -> dict[str, str]:
         return {n: f"127.0.0.1:{KAFKA_PORTS[n]}" for n in BROKERS}
@@ -184,11 +185,43 @@ class KafkaCluster(ComposeCluster):
     def bootstrap_servers(self) -> str:
         return ",".join(self.client_endpoints().values())
 
-    def zk_endpoints(self) -> dict[str, str]:
-        return {n: f"127.0.0.1:{ZK_PORTS[n]}" for n in ZK_NODES}
-
     broker_id = staticmethod(broker_id)
     broker_node = staticmethod(broker_node)
+
+    # ---- what each mode reads its own way --------------------------------------------
+    def quorum(self) -> bool:
+        """The metadata quorum serves (a ZooKeeper leader and followers / a raft leader)."""
+        raise NotImplementedError
+
+    def registered_brokers(self) -> list[str]:
+        raise NotImplementedError
+
+    def controller_and_epoch(self) -> tuple[str | None, int | None]:
+        raise NotImplementedError
+
+    def partitions(self, topic: str) -> list[dict[str, Any]]:
+        """Per partition: leader, ISR, replicas, preferred replica (first replica), leader
+        epoch (None where the mode cannot read it). Node names, not broker ids."""
+        raise NotImplementedError
+
+    def registered_since_start(self, node: str) -> bool:
+        """The broker's registration belongs to its current run (not its previous one's)."""
+        raise NotImplementedError
+
+    def elr(self, topic: str, partition: int, below_min_isr: bool) -> tuple[list[str] | None, float | None]:
+        """The partition's eligible leader replicas (KIP-966) as last read, and how many
+        seconds ago; (None, None): not read (a version without ELR)."""
+        return None, None
+
+    def role_nodes(self, name: str) -> list[str]:
+        """The nodes of a mode's own role that takes no argument (``zk``, ``voters``)."""
+        raise RoleError(f"a kafka cluster has no role {name!r}")
+
+    def controller(self) -> str | None:
+        return self.controller_and_epoch()[0]
+
+    def controller_epoch(self) -> int | None:
+        return self.controller_and_epoch()[1]
 
     # ---- lifecycle ------------------------------------------------------------------
     def write_config(self, config: KafkaConfig) -> None:
@@ -207,16 +240,20 @@ class KafkaCluster(ComposeCluster):
             (conf / f"{node}.properties").write_text(config.properties(node))
 
     def up(self, config: KafkaConfig | None = None, fresh: bool = True) -> None:
-        """ZooKeeper ensemble and brokers at once: a broker waits for ZooKeeper up to
-        zookeeper.connection.timeout.ms (30 s; the quorum forms in about 3), so its JVM
-        starts meanwhile. Healthy = quorum, 3 brokers registered, a RF-3 topic with a full ISR."""
-        self.config = config or KafkaConfig()
+        """Every node at once (a ZooKeeper-mode broker waits for ZooKeeper up to
+        zookeeper.connection.timeout.ms, 30 s; the quorum forms in about 3, so its JVM starts
+        meanwhile). Healthy = the metadata quorum, 3 brokers registered, a RF-3 topic with a
+        full ISR."""
+        self.config = config or KafkaConfig(version=self.config.version)
+        if has(self.config.version, ZOOKEEPER) != self.zookeeper:
+            raise ClusterError(f"Kafka {self.generation().name} is not what a {type(self).__name__} "
+                               "brings up: make the cluster with the plug-in's cluster(version=...)")
         self.close()
         if fresh:
             self.down()
         self.write_config(self.config)
-        self._compose_up(ZK_NODES + BROKERS)
-        self._wait_healthy_or_explain(self.zk_quorum, self.config.healthy_timeout, "ZooKeeper quorum",
+        self._compose_up(self.nodes())
+        self._wait_healthy_or_explain(self.quorum, self.config.healthy_timeout, self.quorum_what,
                                       must_run=self.nodes())
         self.wait_healthy(self.config.healthy_timeout, must_run=self.nodes())
 
@@ -230,8 +267,9 @@ class KafkaCluster(ComposeCluster):
 
     def describe(self) -> dict[str, Any]:
         try:
-            return {"registered_brokers": self.registered_brokers(), "controller": self.controller(),
-                    "healthy": self.healthy()}
+            controller, epoch = self.controller_and_epoch()
+            return {"version": self.generation().name, "registered_brokers": self.registered_brokers(),
+                    "controller": controller, "controller_epoch": epoch, "healthy": self.healthy()}
         finally:
             self.close()
 
@@ -251,10 +289,150 @@ class KafkaCluster(ComposeCluster):
 
     def healthy(self) -> bool:
         try:
-            return (self.zk_quorum() and self._all_registered()
+            return (self.quorum() and self._all_registered()
                     and (HEALTH_TOPIC not in self.topics() or self.fully_replicated(HEALTH_TOPIC)))
         except Exception:  # noqa: BLE001
             return False
+
+    def started_at(self, node: str) -> float | None:
+        raw = self.state(node).get("StartedAt")
+        if not raw or raw.startswith("0001"):
+            return None
+        raw = raw.rstrip("Z")
+        main, _, frac = raw.partition(".")
+        ts = datetime.fromisoformat(main + "+00:00").timestamp()
+        return ts + (float("0." + frac[:6]) if frac else 0.0)
+
+    def close(self) -> None:
+        self._admin = None
+
+    # ---- partitions ------------------------------------------------------------------
+    def leader(self, topic: str, partition: int = 0) -> str | None:
+        return self.partitions(topic)[partition]["leader"]
+
+    def isr(self, topic: str, partition: int = 0) -> list[str]:
+        return self.partitions(topic)[partition]["isr"]
+
+    def followers(self, topic: str, partition: int = 0) -> list[str]:
+        p = self.partitions(topic)[partition]
+        return [r for r in p["replicas"] if r != p["leader"]]
+
+    def fully_replicated(self, topic: str) -> bool:
+        parts = self.partitions(topic)
+        return bool(parts) and all(p["leader"] and sorted(p["isr"]) == sorted(p["replicas"]) for p in parts)
+
+    # ---- AdminClient (through 127.0.0.1) --------------------------------------------
+    def admin(self):
+        """One AdminClient per cluster object (kept: futures die with their client)."""
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers(),
+                                       "socket.timeout.ms": 10000, "log_level": 0,
+                                       "logger": logging.getLogger("mqchaos.kafka.admin")})
+        return self._admin
+
+    def topics(self, timeout: float = 10) -> list[str]:
+        md = self.admin().list_topics(timeout=timeout)
+        return sorted(md.topics)
+
+    def metadata(self, topic: str, timeout: float = 10) -> list[dict[str, Any]]:
+        """Per partition as the brokers' metadata says: leader, ISR, replicas (node names).
+        Whichever broker the client asks answers from its own metadata image."""
+        md = self.admin().list_topics(topic=topic, timeout=timeout)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            raise ClusterError(f"metadata for {topic}: {t.error if t else 'absent'}")
+        return [{"partition": p.id, "leader": broker_node(p.leader),
+                 "isr": [broker_node(r) for r in p.isrs], "replicas": [broker_node(r) for r in p.replicas],
+                 "preferred": broker_node(p.replicas[0]) if p.replicas else None}
+                for p in sorted(t.partitions.values(), key=lambda p: p.id)]
+
+    def metadata_brokers(self, timeout: float = 10) -> list[str]:
+        md = self.admin().list_topics(timeout=timeout)
+        return sorted(broker_node(b) for b in md.brokers)  # type: ignore[misc]
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
+                     config: dict[str, str] | None = None, replicas: list[list[str]] | None = None,
+                     wait: bool = True, timeout: float = 60) -> None:
+        """Create a topic (RF 3 by default), optionally with an explicit assignment
+        (``replicas``: per partition, node names, preferred first); wait until in sync."""
+        if replicas:
+            nt = NewTopic(name, num_partitions=len(replicas), replication_factor=-1,
+                          replica_assignment=[[broker_id(n) for n in r] for r in replicas],
+                          config=config or {})
+        else:
+            nt = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                          config=config or {})
+        fut = self.admin().create_topics([nt], operation_timeout=30, request_timeout=30)[name]
+        try:
+            fut.result(timeout=timeout)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise ClusterError(f"create_topic {name}: {exc}") from exc
+        if wait:
+            wait_until(lambda: self.fully_replicated(name), timeout, f"topic {name} fully in sync", 0.5)
+
+    def wait_broker_rejoined(self, node: str, topic: str = HEALTH_TOPIC, timeout: float = 120) -> None:
+        """Wait until ``node`` is registered and back in the ISR of every partition of ``topic``."""
+        def ok() -> bool:
+            return self.registered_since_start(node) and all(node in p["isr"] for p in self.partitions(topic))
+        self._wait_healthy_or_explain(ok, timeout, f"{node} rejoined the ISR of {topic}")
+
+    # ---- roles -------------------------------------------------------------------------
+    def role(self, name: str, arg: str | None) -> list[str]:
+        if name not in self.roles:
+            raise RoleError(f"a kafka cluster has no role {name!r} (roles: {', '.join(self.roles)})")
+        if name == "controller":
+            c = self.controller()
+            return [c] if c else []
+        if not self.roles[name].arg:
+            return self.role_nodes(name)
+        if not arg:
+            raise RoleError(f"{name} needs a topic ({name}:TOPIC[/PARTITION])")
+        topic, _, part = arg.partition("/")
+        p = self.partitions(topic)[int(part or 0)]
+        if name == "leader":
+            return [p["leader"]] if p["leader"] else []
+        if name == "isr":
+            return list(p["isr"])
+        return [r for r in p["replicas"] if r != p["leader"]]
+
+    # ---- recovery ----------------------------------------------------------------------
+    def wait_whole(self, timeout: float, steady: Steady, record: Recorder, stale_after: float | None = None) -> None:
+        whole = steady(lambda: self.quorum() and self.registered_brokers() == self.brokers())
+        wait_until(whole, timeout, f"{self.quorum_what} and every broker registered", 1.0)
+
+    def stuck_nodes(self) -> list[str]:
+        registered = set(self.registered_brokers())
+        return [n for n in BROKERS if n not in registered]
+
+    def wait_rejoined(self, node: str, timeout: float) -> None:
+        if node in BROKERS:
+            wait_until(lambda: self.registered_since_start(node), timeout, f"{node} registered again", 0.5)
+
+
+class ZooKeeperCluster(KafkaCluster):
+    """Kafka 3.9 with a ZooKeeper ensemble (zk1..3): the metadata read from ZooKeeper."""
+    compose_file = "kafka.yml"
+    zookeeper = True
+    quorum_what = "ZooKeeper quorum"
+    roles = {**KafkaCluster.roles, "zk": Role("zk", "the ZooKeeper nodes")}
+
+    def __init__(self, project: str | None = None, version: str | None = None) -> None:
+        super().__init__(project, version)
+        self._zk = None
+        self._zk_lock = threading.Lock()
+
+    def nodes(self) -> list[str]:
+        return ZK_NODES + BROKERS
+
+    def zk_nodes(self) -> list[str]:
+        return list(ZK_NODES)
+
+    def zk_endpoints(self) -> dict[str, str]:
+        return {n: f"127.0.0.1:{ZK_PORTS[n]}" for n in ZK_NODES}
+
+    def role_nodes(self, name: str) -> list[str]:
+        return list(ZK_NODES) if name == "zk" else super().role_nodes(name)
 
     def start(self, node: str) -> None:
         """Start (or unpause) a node. A broker started again while its previous ZooKeeper
@@ -278,22 +456,17 @@ class KafkaCluster(ComposeCluster):
             return None
         return stat.ctime / 1000.0
 
-    def started_at(self, node: str) -> float | None:
-        raw = self.state(node).get("StartedAt")
-        if not raw or raw.startswith("0001"):
-            return None
-        raw = raw.rstrip("Z")
-        main, _, frac = raw.partition(".")
-        ts = datetime.fromisoformat(main + "+00:00").timestamp()
-        return ts + (float("0." + frac[:6]) if frac else 0.0)
-
     def registered_since_start(self, node: str) -> bool:
-        """The broker's registration belongs to its current run (not a stale session)."""
         reg, started = self.registration_time(node), self.started_at(node)
         return reg is not None and started is not None and self.running(node) and reg >= started - 2
 
+    def wait_rejoined(self, node: str, timeout: float) -> None:
+        # start() waited for the old session to expire: any registration is the new one
+        if node in BROKERS:
+            wait_until(lambda: node in self.registered_brokers(), timeout, f"{node} registered", 0.5)
+
     def close(self) -> None:
-        self._admin = None
+        super().close()
         with self._zk_lock:
             self._discard_zk()
 
@@ -353,22 +526,19 @@ class KafkaCluster(ComposeCluster):
         modes = [self.zk_mode(n) for n in ZK_NODES]
         return modes.count("leader") == 1 and modes.count("follower") == 2
 
+    quorum = zk_quorum
+
     def registered_brokers(self) -> list[str]:
         """Brokers with a live registration in ZooKeeper (/brokers/ids)."""
         return sorted(broker_node(i) for i in self.zk_children("/brokers/ids"))  # type: ignore[misc]
 
-    def controller(self) -> str | None:
-        """The controller broker's node name, from ZooKeeper's /controller."""
-        data = self.zk_get_json("/controller")
-        return broker_node(data["brokerid"]) if data else None
-
-    def controller_epoch(self) -> int | None:
-        data = self.zk_get_json("/controller_epoch")
-        return int(data) if data is not None else None
+    def controller_and_epoch(self) -> tuple[str | None, int | None]:
+        """The controller broker (ZooKeeper's /controller) and /controller_epoch."""
+        data, epoch = self.zk_get_json("/controller"), self.zk_get_json("/controller_epoch")
+        return (broker_node(data["brokerid"]) if data else None), (int(epoch) if epoch is not None else None)
 
     def partitions(self, topic: str) -> list[dict[str, Any]]:
-        """Per partition, from ZooKeeper (the controller's record): leader, ISR, replicas,
-        preferred replica (first replica), leader epoch. Node names, not broker ids."""
+        """From ZooKeeper (the controller's record)."""
         assign = self.zk_get_json(f"/brokers/topics/{topic}")
         if not assign:
             raise ClusterError(f"topic {topic} does not exist")
@@ -386,110 +556,11 @@ class KafkaCluster(ComposeCluster):
             })
         return res
 
-    def leader(self, topic: str, partition: int = 0) -> str | None:
-        return self.partitions(topic)[partition]["leader"]
-
-    def isr(self, topic: str, partition: int = 0) -> list[str]:
-        return self.partitions(topic)[partition]["isr"]
-
-    def followers(self, topic: str, partition: int = 0) -> list[str]:
-        p = self.partitions(topic)[partition]
-        return [r for r in p["replicas"] if r != p["leader"]]
-
-    def fully_replicated(self, topic: str) -> bool:
-        parts = self.partitions(topic)
-        return bool(parts) and all(p["leader"] and sorted(p["isr"]) == sorted(p["replicas"]) for p in parts)
-
-    # ---- AdminClient (through 127.0.0.1) --------------------------------------------
-    def admin(self):
-        """One AdminClient per cluster object (kept: futures die with their client)."""
-        if self._admin is None:
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers(),
-                                       "socket.timeout.ms": 10000, "log_level": 0,
-                                       "logger": logging.getLogger("mqchaos.kafka.admin")})
-        return self._admin
-
-    def topics(self, timeout: float = 10) -> list[str]:
-        md = self.admin().list_topics(timeout=timeout)
-        return sorted(md.topics)
-
-    def metadata(self, topic: str, timeout: float = 10) -> list[dict[str, Any]]:
-        """Per partition as the brokers' metadata says: leader, ISR, replicas (node names)."""
-        md = self.admin().list_topics(topic=topic, timeout=timeout)
-        t = md.topics.get(topic)
-        if t is None or t.error is not None:
-            raise ClusterError(f"metadata for {topic}: {t.error if t else 'absent'}")
-        return [{"partition": p.id, "leader": broker_node(p.leader),
-                 "isr": [broker_node(r) for r in p.isrs], "replicas": [broker_node(r) for r in p.replicas],
-                 "preferred": broker_node(p.replicas[0]) if p.replicas else None}
-                for p in sorted(t.partitions.values(), key=lambda p: p.id)]
-
-    def metadata_brokers(self, timeout: float = 10) -> list[str]:
-        md = self.admin().list_topics(timeout=timeout)
-        return sorted(broker_node(b) for b in md.brokers)  # type: ignore[misc]
-
-    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
-                     config: dict[str, str] | None = None, replicas: list[list[str]] | None = None,
-                     wait: bool = True, timeout: float = 60) -> None:
-        """Create a topic (RF 3 by default), optionally with an explicit assignment
-        (``replicas``: per partition, node names, preferred first); wait until in sync."""
-        if replicas:
-            nt = NewTopic(name, num_partitions=len(replicas), replication_factor=-1,
-                          replica_assignment=[[broker_id(n) for n in r] for r in replicas],
-                          config=config or {})
-        else:
-            nt = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
-                          config=config or {})
-        fut = self.admin().create_topics([nt], operation_timeout=30, request_timeout=30)[name]
-        try:
-            fut.result(timeout=timeout)
-        except KafkaException as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise ClusterError(f"create_topic {name}: {exc}") from exc
-        if wait:
-            wait_until(lambda: self.fully_replicated(name), timeout, f"topic {name} fully in sync", 0.5)
-
     def describe_controller_via_admin(self, timeout: float = 10) -> str | None:
+        """The controller as clients see it (in KRaft mode a random broker: not offered there)."""
         res = self.admin().describe_cluster(request_timeout=timeout).result(timeout=timeout)
         return broker_node(res.controller.id) if res.controller else None
 
-    def wait_broker_rejoined(self, node: str, topic: str = HEALTH_TOPIC, timeout: float = 120) -> None:
-        """Wait until ``node`` is registered and back in the ISR of every partition of ``topic``."""
-        def ok() -> bool:
-            return self.registered_since_start(node) and all(node in p["isr"] for p in self.partitions(topic))
-        self._wait_healthy_or_explain(ok, timeout, f"{node} rejoined the ISR of {topic}")
 
-    # ---- roles -------------------------------------------------------------------------
-    def role(self, name: str, arg: str | None) -> list[str]:
-        if name not in self.roles:
-            raise RoleError(f"a kafka cluster has no role {name!r} (roles: {', '.join(self.roles)})")
-        if name == "zk":
-            return list(ZK_NODES)
-        if name == "controller":
-            c = self.controller()
-            return [c] if c else []
-        if not arg:
-            raise RoleError(f"{name} needs a topic ({name}:TOPIC[/PARTITION])")
-        topic, _, part = arg.partition("/")
-        p = self.partitions(topic)[int(part or 0)]
-        if name == "leader":
-            return [p["leader"]] if p["leader"] else []
-        if name == "isr":
-            return list(p["isr"])
-        return [r for r in p["replicas"] if r != p["leader"]]
-
-    # ---- recovery ----------------------------------------------------------------------
-    def wait_whole(self, timeout: float, steady: Steady, record: Recorder, stale_after: float | None = None) -> None:
-        whole = steady(lambda: self.zk_quorum() and self.registered_brokers() == self.brokers())
-        wait_until(whole, timeout, "ZooKeeper quorum and every broker registered", 1.0)
-
-    def stuck_nodes(self) -> list[str]:
-        registered = set(self.registered_brokers())
-        return [n for n in BROKERS if n not in registered]
-
-    def wait_rejoined(self, node: str, timeout: float) -> None:
-        if node in BROKERS:
-            wait_until(lambda: node in self.registered_brokers(), timeout, f"{node} registered", 0.5)
-
-
-__all__ = ["KafkaCluster", "KafkaConfig", "broker_id", "broker_node"]
+__all__ = ["BROKERS", "HEALTH_TOPIC", "INTERNAL_PORT", "KafkaCluster", "KafkaConfig", "ZK_NODES",
+           "ZooKeeperCluster", "broker_id", "broker_node"]

@@ -11,14 +11,15 @@ from harness.brokers.base import Generation
 # Features of Kafka the plug-in uses (``Generation.lacks`` names those a version lacks).
 ZOOKEEPER = "zookeeper"   # the cluster metadata lives in a ZooKeeper ensemble (zk1..3)
 LOG4J1 = "log4j1"         # the broker logs through log4j 1 (reload4j): log4j.properties
+ELR = "elr"               # KIP-966 eligible leader replicas, on by default on a new cluster (4.1)
 
 GENERATIONS = {g.name: g for g in (
     Generation("3.9", "bookworm", (("SUITE", "bookworm"), ("JRE_PACKAGE", "openjdk-17-jre-headless"),
                                    ("KAFKA_VERSION", "3.9.1"), ("FUSE_PACKAGES", "python3-fusepy libfuse2")),
-               default=True),
+               lacks=frozenset({ELR}), default=True),
     Generation("3.9-kraft", "bookworm", (("SUITE", "bookworm"), ("JRE_PACKAGE", "openjdk-17-jre-headless"),
                                          ("KAFKA_VERSION", "3.9.1"), ("FUSE_PACKAGES", "python3-fusepy libfuse2")),
-               lacks=frozenset({ZOOKEEPER}), tag=""),
+               lacks=frozenset({ZOOKEEPER, ELR}), tag=""),
     Generation("4.1", "trixie", (("SUITE", "trixie"), ("JRE_PACKAGE", "openjdk-21-jre-headless"),
                                  ("KAFKA_VERSION", "4.1.1"), ("FUSE_PACKAGES", "python3-fusepy libfuse2t64")),
                lacks=frozenset({ZOOKEEPER, LOG4J1})),
@@ -42,4 +43,4 @@ def pom(g: Generation) -> str:
     return "pom.xml" if g.has(LOG4J1) else "pom-4.xml"
 
 
-__all__ = ["GENERATIONS", "LOG4J1", "ZOOKEEPER", "generation", "has", "pom"]
+__all__ = ["ELR", "GENERATIONS", "LOG4J1", "ZOOKEEPER", "generation", "has", "pom"]

@@ -17,13 +17,14 @@ import base64
 import json
 import re
 import uuid
-from typing import Any
+from typing import Any, Mapping
 
 CONTROLLER_PORT = 19093
 METADATA_DIR = "/var/lib/kafka/data"  # __cluster_metadata goes in the first log.dirs entry
 QUORUM_STATE = f"{METADATA_DIR}/__cluster_metadata-0/quorum-state"
 STORAGE_TOOL = "kafka.tools.StorageTool"  # not under org.apache.kafka.tools, in 3.9 and 4.1
 QUORUM_COMMAND = "org.apache.kafka.tools.MetadataQuorumCommand"
+TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
 # ZooKeeper's settings, which KRaft-mode server.properties must not carry (4.x has no such names)
 ZOOKEEPER_KEYS = ("zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms")
 
@@ -110,5 +111,46 @@ def quorum_status_command(node: str) -> list[str]:
             f"{node}:{CONTROLLER_PORT}", "describe", "--status"]
 
 
-__all__ = ["CONTROLLER_PORT", "LOG4J2", "QUORUM_STATE", "STORAGE_TOOL", "cluster_id", "kraft_properties",
-           "quorum_state", "quorum_status", "quorum_status_command", "voters"]
+def active_controller(views: Mapping[str, dict | None]) -> tuple[str | None, int | None]:
+    """The active controller and its epoch from the nodes' own ``quorum_state`` views (None:
+    unread): the leader named at the highest epoch any view names one. An isolated node's
+    view is stale (a lower epoch, or a candidate's higher epoch that names no leader: 3.9
+    has no pre-vote, so a cut-off voter keeps raising it); (None, None) when none names one."""
+    named = [(v["epoch"], v["leader"]) for v in views.values()
+             if v and v.get("leader") and isinstance(v.get("epoch"), int)]
+    if not named:
+        return None, None
+    epoch, leader = max(named)
+    return leader, epoch
+
+
+def quorum_leader(views: Mapping[str, dict | None], voters: list[str]) -> str | None:
+    """The active controller if a majority of the voters' own views name it at its epoch
+    (a quorum that serves: health), else None."""
+    leader, epoch = active_controller(views)
+    agree = sum(1 for n in voters if (v := views.get(n)) and v.get("leader") == leader and v.get("epoch") == epoch)
+    return leader if leader and agree >= len(voters) // 2 + 1 else None
+
+
+def topic_describe_command(bootstrap: str, topic: str) -> list[str]:
+    """kafka-topics --describe (a JVM start, 1-2 s of CPU): the only reader of a partition's
+    ELR here, since confluent-kafka's describe_topics has none."""
+    return ["java", "-cp", "/opt/kafka/libs/*", TOPIC_COMMAND, "--bootstrap-server", bootstrap,
+            "--describe", "--topic", topic]
+
+
+def parse_elr(text: str, topic: str) -> dict[int, list[str] | None]:
+    """Per partition of ``topic``, its eligible leader replicas (node names) as kafka-topics
+    prints them (``Elr: 3,1``; ``Elr: N/A``: the broker did not answer
+    DescribeTopicPartitions, None). Other lines (logging) are passed over."""
+    out: dict[int, list[str] | None] = {}
+    for m in re.finditer(rf"Topic:\s*{re.escape(topic)}\s+Partition:\s*(\d+)\b.*?\bElr:[ \t]*([^\t\n]*)", text):
+        value = m.group(2).strip()
+        out[int(m.group(1))] = (None if value == "N/A" else
+                                [f"kafka{int(i)}" for i in value.split(",") if i.strip().isdigit()])
+    return out
+
+
+__all__ = ["CONTROLLER_PORT", "LOG4J2", "QUORUM_STATE", "STORAGE_TOOL", "active_controller", "cluster_id",
+           "kraft_properties", "parse_elr", "quorum_leader", "quorum_state", "quorum_status", "quorum_status_command",
+           "topic_describe_command", "voters"]

@@ -11,6 +11,11 @@ from harness.brokers.kafka.generations import ZOOKEEPER, has
 from harness.probes import spread_names
 from harness.spec import BaseScenario, BaseWorkload, Strict
 
+METADATA_MODES = {
+    "zookeeper": "the claim is about ZooKeeper, which a Kafka cluster in KRaft mode does not have "
+                 "(its KRaft counterpart is the scenario's -kraft file)",
+    "kraft": "the claim is about the KRaft controller quorum; this version keeps its metadata in ZooKeeper",
+}
 MEASUREMENTS = {"isr_min", "isr_below_2_s", "isr_shrink_s", "leaders_seen", "leader_changes",
                 "new_leader_elected", "controller_changes", "new_controller_elected", "leaderless_s",
                 "log_truncations", "isr_below_min_s", "leader_is_controller", "ack_latency_max_s",
@@ -82,15 +87,28 @@ class KafkaScenario(BaseScenario):
     topic: TopicSpec = Field(default_factory=TopicSpec)
     workload: KafkaWorkload = Field(default_factory=KafkaWorkload)
     probes: KafkaProbes = Field(default_factory=KafkaProbes)
+    # Where the claim has the cluster keep its metadata (K6/K7/K9 are about ZooKeeper; their
+    # -kraft files about the KRaft quorum): on a version of the other mode the run is not
+    # applicable. None: either.
+    metadata: Literal["zookeeper", "kraft"] | None = None
 
     def subject(self) -> str:
         return f"{self.topic.name}/0"
 
+    def not_applicable(self) -> str | None:
+        mode = "zookeeper" if has(self.version, ZOOKEEPER) else "kraft"
+        if self.metadata and self.metadata != mode:
+            return METADATA_MODES[self.metadata]
+        return None
+
     def version_problems(self) -> list[str]:
-        if not has(self.version, ZOOKEEPER):
-            return [f"version: Kafka {self.version} runs in KRaft mode, which the Kafka plug-in does not "
-                    "bring up yet (issue 16, part 4)"]
-        return []
+        """ZooKeeper's settings on a KRaft version (4.x has no such names; 3.9 would ignore
+        them, and a claim resting on them would not be tested)."""
+        if has(self.version, ZOOKEEPER):
+            return []
+        named = ["zookeeper_session_timeout_ms"] if "zookeeper_session_timeout_ms" in self.cluster.model_fields_set else []
+        named += [k for k in self.cluster.extra if k.startswith("zookeeper.")]
+        return [f"cluster.{k}: Kafka {self.version} runs in KRaft mode, without ZooKeeper" for k in named]
 
     def measurement_names(self) -> set[str]:
         names = set(MEASUREMENTS)

@@ -1,5 +1,7 @@
-"""Kafka observation: each second, the partition's leader and ISR and the controller, from
-ZooKeeper; afterwards, the leader changes, ISR shrinks and log truncations."""
+"""Kafka observation: each second, the partition's leader and ISR and the controller with its
+epoch (ZooKeeper's record, or in KRaft mode the brokers' metadata and the nodes' quorum
+state: kraft_cluster.py), the ELR where the version has one; afterwards, the leader changes,
+ISR shrinks and log truncations."""
 from __future__ import annotations
 
 import re
@@ -7,9 +9,20 @@ import re
 from harness.measures import ack_latency_max, changes, duration, timeline
 
 
+def min_isr(sc) -> int:
+    return int(sc.topic.config.get("min.insync.replicas", sc.cluster.min_insync_replicas))
+
+
 def sample(cluster, sc) -> dict:
     p = cluster.partitions(sc.topic.name)[0]
-    return {"leader": p["leader"], "isr": p["isr"], "epoch": p["leader_epoch"], "controller": cluster.controller()}
+    controller, epoch = cluster.controller_and_epoch()
+    s = {"leader": p["leader"], "isr": p["isr"], "epoch": p["leader_epoch"], "controller": controller,
+         "controller_epoch": epoch}
+    # KIP-966: the ELR can be non-empty only while the ISR is below min.insync.replicas
+    elr, age = cluster.elr(sc.topic.name, p["partition"], len(p["isr"]) < min_isr(sc))
+    if age is not None:  # read at least once (a version with ELR): the last read, its age in s
+        s["elr"], s["elr_age_s"] = elr, age
+    return s
 
 
 def partition_measures(samples: list[dict], fault_start: float | None, min_isr: int = 1) -> dict:
@@ -66,7 +79,6 @@ def latency_measures(samples: list[dict], produce: list[dict], fault_start: floa
 
 def measure(sc, samples: list[dict], logs: dict[str, str], fault_start: float | None,
             produce: list[dict] = ()) -> dict:
-    min_isr = int(sc.topic.config.get("min.insync.replicas", sc.cluster.min_insync_replicas))
-    m = partition_measures(samples, fault_start, min_isr)
+    m = partition_measures(samples, fault_start, min_isr(sc))
     return {**m, **latency_measures(samples, list(produce), fault_start, m.get("isr_shrink_s")),
             **log_measures(logs, sc.topic.name)}

@@ -23,8 +23,8 @@ class RabbitMQ(Broker):
     def cluster_class(self) -> type[RabbitCluster]:
         return RabbitCluster
 
-    def cluster(self, project: str | None = None) -> RabbitCluster:
-        return RabbitCluster(project)
+    def cluster(self, project: str | None = None, version: str | None = None) -> RabbitCluster:
+        return RabbitCluster(project)  # one topology for every version: the settings carry it
 
     def dump_config_keys(self, image_ref: str) -> dict[str, Any]:
         """rabbitmq.conf's names: the cuttlefish schema files the server ships (their

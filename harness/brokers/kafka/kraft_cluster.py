@@ -1,0 +1,154 @@
+"""Kafka in KRaft mode (3.9-kraft, 4.1): kafka1..3, each a broker and a controller voter
+(compose/kafka-kraft.yml), no ZooKeeper. docs/generations-research.md, part A, has the sources.
+
+Where the metadata is read from, since there is no ZooKeeper:
+
+- the active controller (the raft leader) and its epoch: each node's own ``quorum-state``
+  file (``docker exec``; ``describe_cluster().controller`` names a random broker in KRaft),
+  the highest-epoch view that names a leader (``kraft.active_controller``);
+- partition leader and ISR: the AdminClient's metadata (whichever broker the client asks,
+  from its own metadata image: a broker cut from the controllers answers from a frozen one);
+  no leader epoch there (None);
+- registered brokers: the metadata's broker list (unfenced brokers);
+- a partition's ELR (4.1): kafka-topics, a JVM start, so read rarely and in the background
+  (``ElrReader``).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from harness.brokers.base import Role
+from harness.brokers.kafka.cluster import BROKERS, INTERNAL_PORT, ZK_NODES, KafkaCluster
+from harness.brokers.kafka.generations import ELR, has
+from harness.brokers.kafka.kraft import (CONTROLLER_PORT, QUORUM_STATE, active_controller, parse_elr, quorum_leader,
+                                         quorum_state, topic_describe_command)
+
+NO_ZOOKEEPER = ("Kafka in KRaft mode (3.9-kraft, 4.1) has no ZooKeeper: cut a node from the controllers with "
+                "params: {ports: controller}")
+# BrokerLifecycleManager's line once the controller has unfenced this broker's registration
+UNFENCED = "The broker has been unfenced"
+
+
+class KRaftCluster(KafkaCluster):
+    compose_file = "kafka-kraft.yml"
+    zookeeper = False
+    quorum_what = "a controller quorum leader"
+    roles = {**KafkaCluster.roles,
+             "controller": Role("controller", "the active controller (the KRaft quorum's leader)"),
+             "voters": Role("voters", "the controller quorum's voters (every node: combined broker+controller)")}
+    absent_targets = {name: NO_ZOOKEEPER for name in ("zk", *ZK_NODES)}
+    # the CONTROLLER listener carries the raft quorum and the brokers' heartbeats and
+    # metadata fetches; cutting it alone leaves replication (internal) up
+    ports = {**KafkaCluster.ports, "controller": (CONTROLLER_PORT,)}
+
+    def __init__(self, project: str | None = None, version: str | None = None) -> None:
+        super().__init__(project, version)
+        self._elr = ElrReader(self)
+
+    def nodes(self) -> list[str]:
+        return list(BROKERS)
+
+    def voters(self) -> list[str]:
+        """A static quorum (controller.quorum.voters): every node, whatever its state."""
+        return list(BROKERS)
+
+    def role_nodes(self, name: str) -> list[str]:
+        return self.voters() if name == "voters" else super().role_nodes(name)
+
+    # ---- the quorum, from each node's own view -----------------------------------------
+    def quorum_views(self) -> dict[str, dict | None]:
+        """Each node's persisted quorum state (None: not readable: down, frozen, not yet
+        formatted), read from all three at once."""
+        def read(node: str) -> dict | None:
+            try:
+                code, out = self.exec(node, ["cat", QUORUM_STATE], check=False, timeout=5)
+                return quorum_state(out) if code == 0 else None
+            except (ValueError, RuntimeError):  # half-written, or docker exec timed out
+                return None
+        with ThreadPoolExecutor(len(BROKERS)) as pool:
+            return dict(zip(BROKERS, pool.map(read, BROKERS)))
+
+    def quorum(self) -> bool:
+        return quorum_leader(self.quorum_views(), self.voters()) is not None
+
+    def controller_and_epoch(self) -> tuple[str | None, int | None]:
+        return active_controller(self.quorum_views())
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "quorum_views": self.quorum_views()}
+
+    # ---- the brokers' metadata ---------------------------------------------------------
+    def registered_brokers(self) -> list[str]:
+        """Brokers with an unfenced registration, as the metadata lists them."""
+        return self.metadata_brokers()
+
+    def partitions(self, topic: str) -> list[dict[str, Any]]:
+        return [{**p, "leader_epoch": None} for p in self.metadata(topic)]  # not in the metadata
+
+    def registered_since_start(self, node: str) -> bool:
+        """Unfenced, and by its current run: the metadata may still list a killed broker's
+        previous registration until its session times out (broker.session.timeout.ms, 9 s),
+        so the broker's own log since its start must say it was unfenced. A registration
+        refused as a duplicate meanwhile is retried by the broker itself."""
+        st = self.state(node)
+        if not (st.get("Running") and not st.get("Paused")) or node not in self.registered_brokers():
+            return False
+        return UNFENCED in self.logs(node, since=st.get("StartedAt"))
+
+    def elr(self, topic: str, partition: int, below_min_isr: bool) -> tuple[list[str] | None, float | None]:
+        """Read again (in the background, when the last read is old enough) while the ELR can
+        be non-empty, ``below_min_isr``, or was non-empty when last read."""
+        if not has(self.config.version, ELR):
+            return None, None
+        last, _ = self._elr.latest(partition)
+        if below_min_isr or last:
+            self._elr.request(topic)
+        return self._elr.latest(partition)
+
+
+class ElrReader:
+    """A partition's ELR through kafka-topics (a JVM start, 1-2 s of CPU on this 2-core
+    machine): never in the caller's thread, at most every ``every`` seconds."""
+
+    def __init__(self, cluster: KRaftCluster, every: float = 10.0) -> None:
+        self.cluster, self.every = cluster, every
+        self._lock = threading.Lock()
+        self._busy = False
+        self._started = float("-inf")
+        self._read: dict[int, list[str] | None] = {}
+        self._read_at: float | None = None
+
+    def request(self, topic: str) -> None:
+        with self._lock:
+            if self._busy or time.monotonic() - self._started < self.every:
+                return
+            self._busy, self._started = True, time.monotonic()
+        threading.Thread(target=self._run, args=(topic,), name="elr", daemon=True).start()
+
+    def _run(self, topic: str) -> None:
+        try:
+            for node in BROKERS:  # the first broker that answers
+                code, out = self.cluster.exec(node, topic_describe_command(f"{node}:{INTERNAL_PORT}", topic),
+                                              check=False, timeout=30)
+                found = parse_elr(out, topic) if code == 0 else {}
+                if found:
+                    with self._lock:
+                        self._read, self._read_at = found, time.monotonic()
+                    return
+        except RuntimeError:  # docker exec timed out: the next request tries again
+            pass
+        finally:
+            with self._lock:
+                self._busy = False
+
+    def latest(self, partition: int) -> tuple[list[str] | None, float | None]:
+        with self._lock:
+            if self._read_at is None:
+                return None, None
+            return self._read.get(partition), round(time.monotonic() - self._read_at, 1)
+
+
+__all__ = ["ElrReader", "KRaftCluster", "NO_ZOOKEEPER"]
