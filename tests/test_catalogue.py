@@ -170,8 +170,10 @@ def test_order_and_selection(tmp_path):
     scs, bad = catalogue.select(sorted(tmp_path.glob("*.yaml")), None)
     assert [s.name for s in scs] == ["R2-w", "R5a-t", "R5b-u", "R12-y", "Q2-z", "K2-v", "K10-x"]
     assert len(bad) == 1 and "expect.isr_min" in bad[0][1]
-    scs, _ = catalogue.select(sorted(tmp_path.glob("*.yaml")), ["R5", "K10"])
-    assert [s.name for s in scs] == ["R5a-t", "R5b-u", "K10-x"]
+    scs, bad = catalogue.select(sorted(tmp_path.glob("*.yaml")), ["R5", "K10"])
+    assert [s.name for s in scs] == ["R5a-t", "R5b-u", "K10-x"] and bad == []  # R99-bad was not asked for
+    _, bad = catalogue.select(sorted(tmp_path.glob("*.yaml")), ["R99"])
+    assert len(bad) == 1 and bad[0][0].endswith("R99-bad.yaml")
 
 
 def test_merge_takes_the_latest_row_per_scenario(tmp_path):
