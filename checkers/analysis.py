@@ -12,6 +12,11 @@ version 2) and no completion is info, never unexpected.
                   before it under the rule (monotonic / fifo / strict)
   unavailable     between two successful writes, from the first failing attempt
                   to the last failure observed, if longer than the threshold
+A consume line marked `rejected` (handed back to the broker) is not a delivery: it
+counts in `rejections` only. Poison messages (produce records marked `poison`) are
+counted (`poison`), and so are the lost ones among them (`lost_poison`, the rest
+`lost_other`); messages read from a dead-letter queue (`dead_lettered`) or taken after
+a bounded number of rejects (`gave_up`) are delivered, and counted as such.
 
 How it stays fast (docs/benchmarks.md has the figures):
 - every aggregation buffer is fixed-width (numbers only): Spark runs a string
@@ -57,7 +62,11 @@ LARGE_INPUT = 2_000_000
 
 COUNT_FIELDS = ("attempted", "ok", "fail", "info", "produce_records", "delivered",
                 "deliveries", "lost", "duplicated", "duplicate_deliveries", "unexpected",
-                "recovered", "recovered_fail", "id_conflicts", "malformed_lines")
+                "recovered", "recovered_fail", "id_conflicts", "malformed_lines",
+                "poison", "lost_poison", "lost_other", "dead_lettered", "gave_up", "rejections")
+# A message's flags (bits, or-ed over its records): marked poison by its producer; read
+# from a dead-letter queue; taken by a consumer that gave up rejecting it.
+POISON, DEAD_LETTERED, GAVE_UP = 1, 2, 4
 ANOMALY_KINDS = ("lost", "duplicated", "unexpected", "recovered", "recovered_fail", "id_conflicts")
 
 
@@ -91,6 +100,21 @@ def _has_writer():
     return F.col("producer").isNotNull() & F.col("seq").isNotNull()
 
 
+def _rejected():
+    """A consume line handed back to the broker: not a delivery."""
+    return F.coalesce(F.col("rejected"), F.lit(False))
+
+
+def _consume_flags():
+    """A delivery's flags (a rejected line has none)."""
+    on = (lambda c, bit: F.when(F.coalesce(F.col(c), F.lit(False)), bit).otherwise(0))
+    return F.when(_rejected(), 0).otherwise(on("dead_lettered", DEAD_LETTERED).bitwiseOR(on("gave_up", GAVE_UP)))
+
+
+def _produce_flags():
+    return F.when(F.coalesce(F.col("poison"), F.lit(False)), POISON).otherwise(0)
+
+
 Query = tuple[DataFrame, Callable[[list], dict]]
 
 
@@ -113,18 +137,21 @@ def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
     shuffle of every record."""
     # One narrow row per record through the shuffle. r: 0 malformed line,
     # 1 / 2 / 3 a completion (fail / info / ok), 4 a delivery that carries its
-    # writer, 5 one that does not, 6 an invoke (history version 2).
+    # writer, 5 one that does not, 6 an invoke (history version 2), 7 a rejected
+    # delivery (handed back). fl: the record's flags (POISON...).
     bad = F.col("_bad")
     p = produce.select(
         "run", "msg_id", F.when(bad, 0).when(F.col("outcome") == S.INVOKE, 6)
         .otherwise(_rank(F.col("outcome"))).alias("r"),
         F.when(~bad & (F.col("outcome") == "ok"), F.col("t_complete")).alias("tc"),
-        F.when(~bad, F.xxhash64("producer")).alias("ph"))
+        F.when(~bad, F.xxhash64("producer")).alias("ph"),
+        F.when(bad, 0).otherwise(_produce_flags()).alias("fl"))
     parts = p
     if consume is not None:
         c = consume.select(
-            "run", "msg_id", F.when(bad, 0).when(_has_writer(), 4).otherwise(5).alias("r"),
-            F.lit(None).cast("double").alias("tc"), F.lit(None).cast("long").alias("ph"))
+            "run", "msg_id", F.when(bad, 0).when(_rejected(), 7).when(_has_writer(), 4).otherwise(5).alias("r"),
+            F.lit(None).cast("double").alias("tc"), F.lit(None).cast("long").alias("ph"),
+            F.when(bad, 0).otherwise(_consume_flags()).alias("fl"))
         parts = p.unionByName(c)
     r = F.col("r")
     attempt = r.between(1, 3)
@@ -141,6 +168,8 @@ def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
         F.max("ph").alias("pmax"),
         F.max("tc").alias("ok_t"),
         _count_if(r == 5).alias("nw"),
+        _count_if(r == 7).alias("rej"),
+        F.bit_or("fl").alias("fl"),
     )
 
 
@@ -153,17 +182,21 @@ def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | Non
         _count_if(~inv).alias("attempts"), _count_if(inv).alias("inv"),
         F.max(_rank(F.col("outcome"))).alias("best"),
         F.min(F.xxhash64("producer")).alias("pmin"), F.max(F.xxhash64("producer")).alias("pmax"),
-        F.max(F.when(ok, F.col("t_complete"))).alias("ok_t"))
+        F.max(F.when(ok, F.col("t_complete"))).alias("ok_t"), F.bit_or(_produce_flags()).alias("pfl"))
     if consume is None:
-        m = m.select("*", F.lit(0).cast("long").alias("dlv"), F.lit(0).cast("long").alias("nw"))
+        m = m.select("*", *[F.lit(0).cast("long").alias(k) for k in ("dlv", "nw", "rej")],
+                     F.lit(0).alias("cfl"))
     else:
-        d = consume.groupBy("msg_id").agg(F.count(F.lit(1)).alias("dlv"), _count_if(~_has_writer()).alias("nw"))
+        rej = _rejected()
+        d = consume.groupBy("msg_id").agg(_count_if(~rej).alias("dlv"), _count_if(~rej & ~_has_writer()).alias("nw"),
+                                          _count_if(rej).alias("rej"), F.bit_or(_consume_flags()).alias("cfl"))
         m = m.join(d, "msg_id", "full_outer")
+    zero = (lambda c: F.coalesce(c, F.lit(0)).cast("long"))
     return m.select(F.lit(rid).alias("run"), "msg_id",
-                    F.coalesce("attempts", F.lit(0)).cast("long").alias("attempts"),
-                    F.coalesce("inv", F.lit(0)).cast("long").alias("inv"), "best",
-                    F.coalesce("dlv", F.lit(0)).cast("long").alias("dlv"), F.lit(0).cast("long").alias("bad"),
-                    "pmin", "pmax", "ok_t", F.coalesce("nw", F.lit(0)).cast("long").alias("nw"))
+                    zero("attempts").alias("attempts"), zero("inv").alias("inv"), "best",
+                    zero("dlv").alias("dlv"), F.lit(0).cast("long").alias("bad"),
+                    "pmin", "pmax", "ok_t", zero("nw").alias("nw"), zero("rej").alias("rej"),
+                    F.coalesce("pfl", F.lit(0)).bitwiseOR(F.coalesce("cfl", F.lit(0))).alias("fl"))
 
 
 def identity_query(produce: DataFrame | None, consume: DataFrame | None,
@@ -190,6 +223,7 @@ def identity_query(produce: DataFrame | None, consume: DataFrame | None,
     m = m.withColumn("best", F.coalesce(F.col("best"), F.when(F.col("inv") > 0, F.lit(RANK["info"]))))
     best, dlv = F.col("best"), F.col("dlv")
     seen = (F.col("attempts") + F.col("inv")) > 0
+    flag = (lambda bit: (F.col("fl").bitwiseAND(bit)) != 0)
     kinds = {
         "lost": (best == 3) & (dlv == 0),
         "unexpected": ~seen & (dlv > 0),
@@ -212,6 +246,12 @@ def identity_query(produce: DataFrame | None, consume: DataFrame | None,
         # (the others, unexpected, have no writer to look up)
         "no_writer": F.when(seen, F.col("nw")).otherwise(0),
         **{k: _int(cond) for k, cond in kinds.items()},
+        "poison": _int(flag(POISON)),
+        "lost_poison": _int(kinds["lost"] & flag(POISON)),
+        "lost_other": _int(kinds["lost"] & ~flag(POISON)),
+        "dead_lettered": _int(flag(DEAD_LETTERED)),
+        "gave_up": _int(flag(GAVE_UP)),
+        "rejections": F.col("rej"),
     }
     sums = list(per_msg)
     a1 = (m.select("run", F.when(anomalous, F.col("msg_id")).alias("sid"),
@@ -264,7 +304,8 @@ def loss_detail(produce: DataFrame, consume: DataFrame | None, lost_last: dict[i
     if consume is None:
         got = ok.select("run", "msg_id").limit(0)
     else:
-        got = consume.where(~F.col("_bad") & F.col("run").isin(*runs)).select("run", "msg_id").distinct()
+        got = (consume.where(~F.col("_bad") & ~_rejected() & F.col("run").isin(*runs))
+               .select("run", "msg_id").distinct())
     lost = (ok.join(got, ["run", "msg_id"], "left_anti")
             .groupBy("run", "node", "producer").count())
     bounds = ok.sparkSession.createDataFrame([(r, float(t)) for r, t in lost_last.items()], "run int, last double")
@@ -323,7 +364,7 @@ def _with_writer(consume: DataFrame, produce: DataFrame, lookup: dict[int, int] 
     produce records of those messages are read back (a broadcast of their
     ids when few), and a message's writer is its first record, in file order.
     """
-    c = consume.where(~F.col("_bad"))
+    c = consume.where(~F.col("_bad") & ~_rejected())  # a rejected line is no delivery
     if lookup is None:  # not counted by the caller
         lookup = {r.run: r["count"] for r in c.where(~_has_writer()).groupBy("run").count().collect()}
     if not lookup:

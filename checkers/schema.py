@@ -15,6 +15,9 @@ PRODUCE = T.StructType([
     T.StructField("t_complete", T.DoubleType()),
     T.StructField("node", T.StringType()),
     T.StructField("error", T.StringType()),
+    # a message the consumers will not take (a "poison" message: rejected until the broker's
+    # delivery limit drops or dead-letters it)
+    T.StructField("poison", T.BooleanType()),
 ])
 
 CONSUME = T.StructType([
@@ -27,6 +30,12 @@ CONSUME = T.StructType([
     T.StructField("node", T.StringType()),
     T.StructField("producer", T.StringType()),
     T.StructField("seq", T.LongType()),
+    # handed back to the broker (reject / nack with requeue): seen, not consumed
+    T.StructField("rejected", T.BooleanType()),
+    # read from a dead-letter queue: the broker dead-lettered the message
+    T.StructField("dead_lettered", T.BooleanType()),
+    # a poison message the consumer stopped rejecting and took (a bounded number of rejects)
+    T.StructField("gave_up", T.BooleanType()),
 ])
 
 # A line missing any of these (or mistyping any field) cannot be checked: it

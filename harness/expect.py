@@ -26,7 +26,8 @@ CHECKER_KEYS = {"attempted", "ok", "fail", "info", "produce_records", "delivered
                 "id_conflicts", "ordering_violations", "malformed_lines", "unavailable_s", "valid",
                 "unavailable_intervals", "drain_complete", "unavailable_s_producer_max", "read_gap_max_s",
                 "lost_window", "unavailable_window", "lost_by_node", "lost_by_producer", "lost_nodes",
-                "kept_before_lost_last"}
+                "kept_before_lost_last", "poison", "lost_poison", "lost_other", "dead_lettered", "gave_up",
+                "rejections"}
 # Figures derived from the checker's: the share of confirmed messages lost (R4: the whole queue);
 # whether every lost write was taken by the nodes of one side of the first cut (R8).
 DERIVED_KEYS = {"lost_share", "lost_on_one_side"}

@@ -31,6 +31,8 @@ PRODUCE_TYPES = {"msg_id": _str, "producer": _str, "seq": _int, "outcome": _str,
 INVOKE = "invoke"  # written before the send (history version 2): no t_complete
 CONSUME_TYPES = {"msg_id": _str, "consumer": _str, "t": _num, "redelivered": lambda v: isinstance(v, bool)}
 OPTIONAL = {"source": _str, "offset": _int, "node": _str, "producer": _str, "seq": _int, "error": _str}
+# Flags each kind of record may carry (booleans; any other value makes the line malformed).
+FLAGS = {"produce": ("poison",), "consume": ("rejected", "dead_lettered", "gave_up")}
 
 
 def _read(run_dir: Path, kind: str):
@@ -53,6 +55,7 @@ def _read(run_dir: Path, kind: str):
             ok = ok and all(rec.get(k) is None or check(rec[k]) for k, check in types.items() if k not in need)
             ok = ok and all(rec.get(k) is None or check(rec[k]) for k, check in OPTIONAL.items()
                             if k not in types)
+            ok = ok and all(rec.get(k) is None or isinstance(rec[k], bool) for k in FLAGS[kind])
             if ok:  # string fields holding another JSON value: its text, as Spark reads it
                 for k in ("msg_id", "producer", "consumer", "outcome", "source", "node", "error"):
                     if rec.get(k) is not None and not isinstance(rec[k], str):
@@ -86,6 +89,12 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
         producers[r["msg_id"]].add(r["producer"])
     for m in invoked:  # sent, and the run never learnt what became of it: unknown
         best.setdefault(m, RANK["info"])
+    poison = {r["msg_id"] for r in records if r.get("poison") is True}
+    rejections = sum(1 for r in consume if r.get("rejected") is True)
+    all_lines = consume  # a reader's gaps count every line it received, rejected ones too
+    consume = [r for r in consume if r.get("rejected") is not True]  # handed back: no delivery
+    dead = {r["msg_id"] for r in consume if r.get("dead_lettered") is True}
+    gave_up = {r["msg_id"] for r in consume if r.get("gave_up") is True}
     dlv: dict[str, int] = defaultdict(int)
     for r in consume:
         dlv[r["msg_id"]] += 1
@@ -100,6 +109,9 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
         "id_conflicts": sorted(m for m in producers if len(producers[m]) > 1),
     }
     out = {k: len(v) for k, v in kinds.items()}
+    out.update(poison=len(poison), lost_poison=sum(1 for m in kinds["lost"] if m in poison),
+               lost_other=sum(1 for m in kinds["lost"] if m not in poison), dead_lettered=len(dead),
+               gave_up=len(gave_up), rejections=rejections)
     lost_t = [ok_t[m] for m in kinds["lost"]]
     out["lost_window"] = [min(lost_t), max(lost_t)] if lost_t else None
     # who wrote the lost messages (their confirmed records' greatest node / producer name), and
@@ -134,7 +146,7 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
     by_producer = {p: _unavailable([r for r in produce if r["producer"] == p], threshold)
                    for p in sorted({r["producer"] for r in produce})}
     out["unavailable_by_producer"] = {p: iv for p, iv in by_producer.items() if iv}
-    out["read_gaps"] = _read_gaps(consume, threshold)
+    out["read_gaps"] = _read_gaps(all_lines, threshold)
     return out
 
 

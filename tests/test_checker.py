@@ -18,7 +18,8 @@ COMPARED = ("attempted", "ok", "fail", "info", "produce_records", "delivered", "
             "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
             "id_conflicts", "malformed_lines", "ordering_violations", "unavailable", "lost_window",
             "unavailable_by_producer", "read_gaps", "lost_by_node", "lost_by_producer",
-            "kept_before_lost_last")
+            "kept_before_lost_last", "poison", "lost_poison", "lost_other", "dead_lettered", "gave_up",
+            "rejections")
 
 
 def run_checker(spark, dirs, ordering=None, threshold=1.0, parquet=True):

@@ -1,5 +1,5 @@
 """The RabbitMQ plug-in: three nodes (rabbit1..3) from Debian's rabbitmq-server, classic
-mirrored and quorum queues, pika clients with publisher confirms."""
+mirrored and quorum queues and streams, pika clients with publisher confirms."""
 from __future__ import annotations
 
 import re
@@ -58,7 +58,7 @@ class RabbitMQ(Broker):
     def measure(self, sc, samples, logs, produce, consume, fault_start) -> dict:
         m = observe.measure(samples, logs, consume)
         if sc.queue.type == "quorum":
-            m["delivery_limit"] = sc.delivery_limit()
+            m.update(sc.version_facts())
         return m
 
     def probes(self, run: Any) -> RabbitProbes:

@@ -7,6 +7,12 @@ connection or channel closed, or no confirm within `confirm_timeout`.
 The publisher writes each message's invoke record before it sends it; a confirm
 that arrives after `confirm_timeout` is written as a later completion (history
 version 2, docs/history.md).
+
+Poison messages (every Nth of a producer, marked in a header and in the produce
+records) are rejected with requeue by the consumers until their delivery limit
+drops or dead-letters them, or a consumer gives up and takes one. A stream's
+consumer reads from an offset it keeps itself (AMQP 0.9.1 has no server-side
+offset store) and resumes after it on every new session.
 """
 from __future__ import annotations
 
@@ -22,6 +28,24 @@ from harness.clients.base import RateLimiter, Worker
 from harness.history import JsonlWriter, RunClock, consume_record, invoke_record, produce_record
 
 logging.getLogger("pika").setLevel(logging.CRITICAL)  # failover noise is expected, recorded in the history
+
+
+def is_poison(seq: int, every: int | None) -> bool:
+    """Is a producer's message ``seq`` poison (every ``every``-th: seq every-1, 2*every-1...)?"""
+    return bool(every) and (seq + 1) % every == 0
+
+
+def poison_action(seen: int, give_up_after: int) -> str:
+    """What a consumer does with the ``seen``-th delivery to it of a poison message:
+    ``reject`` (requeue) until the ``give_up_after``-th, which it takes (``give_up``): the
+    number of rejects is bounded even where the broker never drops the message."""
+    return "give_up" if seen >= give_up_after else "reject"
+
+
+def resume_offset(last: int | None) -> int | str:
+    """Where a stream consumer's session starts: just after the last offset it recorded, or at
+    the stream's first message in its first session (the server's default is "next")."""
+    return "first" if last is None else last + 1
 
 
 @dataclass(frozen=True)
@@ -44,8 +68,10 @@ class RabbitPublisher(Worker):
     def __init__(self, name: str, endpoints: list[Endpoint], queue: str, writer: JsonlWriter,
                  clock: RunClock, stop_all: threading.Event, *, rate: float | None = None,
                  max_messages: int = 10_000, window: int = 100, confirm_timeout: float = 10.0,
-                 persistent: bool = True, size: int = 0, first: int = 0, backoff: float = 0.5):
+                 persistent: bool = True, size: int = 0, first: int = 0, backoff: float = 0.5,
+                 poison_every: int | None = None):
         super().__init__(name, writer, clock, stop_all)
+        self.poison_every = poison_every
         self.endpoints, self.queue = endpoints, queue
         self.rate, self.max_messages, self.window = rate, max_messages, window
         self.confirm_timeout, self.persistent, self.size = confirm_timeout, persistent, size
@@ -68,10 +94,14 @@ class RabbitPublisher(Worker):
     def done(self) -> bool:
         return self.stopping() or self.seq >= self.max_messages
 
+    def _marks(self, seq: int) -> dict:
+        """What every record of message ``seq`` says beside the basics."""
+        return {"poison": True} if is_poison(seq, self.poison_every) else {}
+
     def _record(self, msg_id: str, seq: int, outcome: str, t_invoke: float, error: str | None = None):
         self.writer.write(produce_record(msg_id=msg_id, producer=self.name, seq=seq, outcome=outcome,
                                          t_invoke=t_invoke, t_complete=self.clock.now(), node=self.node,
-                                         error=error))
+                                         error=error, **self._marks(seq)))
         self.stats.add(outcome, error)
 
     def _late(self, msg_id: str, seq: int, t_invoke: float, outcome: str) -> None:
@@ -80,7 +110,7 @@ class RabbitPublisher(Worker):
         self.writer.write(produce_record(msg_id=msg_id, producer=self.name, seq=seq, outcome=outcome,
                                          t_invoke=t_invoke, t_complete=self.clock.now(), node=self.node,
                                          error=f"late {'nack' if outcome == 'fail' else 'confirm'} after {late}s",
-                                         late=True))
+                                         late=True, **self._marks(seq)))
         if outcome == "ok":  # the checker takes the best word (ok > info > fail): a late nack stays info
             self.stats.revise("info", outcome)
 
@@ -175,11 +205,12 @@ class RabbitPublisher(Worker):
                          self.max_messages - self.seq)
             for _ in range(int(max(0, budget))):
                 msg_id, seq = self._next()
+                marks = self._marks(seq)
                 props = pika.BasicProperties(message_id=msg_id, delivery_mode=2 if self.persistent else 1,
-                                             headers={"producer": self.name, "seq": seq})
+                                             headers={"producer": self.name, "seq": seq, **marks})
                 t = self.clock.now()
                 self.writer.write(invoke_record(msg_id=msg_id, producer=self.name, seq=seq, t_invoke=t,
-                                                node=self.node))
+                                                node=self.node, **marks))
                 try:
                     self.ch.basic_publish("", self.queue, payload.encode(msg_id, self.name, seq, self.size),
                                           props, mandatory=True)
@@ -202,13 +233,23 @@ class RabbitConsumer(Worker):
     buffered but not yet processed are dropped, unacked ones go back to the
     queue (redelivered), auto-acked ones are gone. It then reconnects, as a
     supervisor would restart it. `delay` (s per message) builds that buffer.
+
+    `stream`: the queue is a stream; each session consumes from `resume_offset`
+    (x-stream-offset) and acks only for flow control. `give_up_after`: poison
+    messages are rejected with requeue (recorded `rejected`) until `poison_action`
+    says take them (`gave_up`). `marks`: added to every record (a dead-letter
+    queue's reader: `dead_lettered`).
     """
 
     def __init__(self, name: str, endpoints: list[Endpoint], queue: str, writer: JsonlWriter,
                  clock: RunClock, stop_all: threading.Event, *, prefetch: int = 50,
                  auto_ack: bool = False, cancel_on_failover: bool = True, first: int = 0,
-                 backoff: float = 0.5, arguments: dict | None = None, delay: float = 0.0):
+                 backoff: float = 0.5, arguments: dict | None = None, delay: float = 0.0,
+                 stream: bool = False, give_up_after: int | None = None, marks: dict | None = None):
         super().__init__(name, writer, clock, stop_all)
+        self.stream, self.give_up_after, self.marks = stream, give_up_after, dict(marks or {})
+        self.last_offset: int | None = None    # a stream's: the highest offset recorded
+        self.poison_seen: dict[str, int] = {}  # poison msg_id -> its deliveries to this consumer
         self.delay = delay
         self._crash = threading.Event()
         self.crashes = 0
@@ -242,22 +283,34 @@ class RabbitConsumer(Worker):
             ch.basic_qos(prefetch_count=self.prefetch)
             cancelled = threading.Event()
             ch.add_on_cancel_callback(lambda _frame: cancelled.set())
-            args = dict(self.arguments)
-            if self.cancel_on_failover:
-                args["x-cancel-on-ha-failover"] = True
-            ch.basic_consume(self.queue, self._on_message, auto_ack=self.auto_ack, arguments=args)
+            ch.basic_consume(self.queue, self._on_message, auto_ack=self.auto_ack, arguments=self._arguments())
             while not self.stopping():
                 conn.process_data_events(time_limit=0.2)
                 if cancelled.is_set():  # the queue failed over: consume again from the new master
                     cancelled.clear()
                     self.cancels += 1
-                    ch.basic_consume(self.queue, self._on_message, auto_ack=self.auto_ack, arguments=args)
+                    ch.basic_consume(self.queue, self._on_message, auto_ack=self.auto_ack,
+                                     arguments=self._arguments())
         finally:
             if conn.is_open:
                 try:
                     conn.close()
                 except (AMQPError, _Crash):
                     pass
+
+    def _arguments(self) -> dict:
+        """basic.consume's arguments, for this consume (a stream's resumes where it left)."""
+        args = dict(self.arguments)
+        if self.cancel_on_failover:
+            args["x-cancel-on-ha-failover"] = True
+        if self.stream:
+            args["x-stream-offset"] = resume_offset(self.last_offset)
+        return args
+
+    def read_up_to(self) -> int:
+        """A stream consumer's next offset: how many of the stream's messages it has read
+        (offsets start at 0)."""
+        return 0 if self.last_offset is None else self.last_offset + 1
 
     def crash(self) -> None:
         self._crash.set()
@@ -271,11 +324,22 @@ class RabbitConsumer(Worker):
         msg_id, producer, seq = payload.decode(body)
         if msg_id is None:
             msg_id = props.message_id
+        headers = props.headers or {}
+        offset = headers.get("x-stream-offset") if self.stream else None
+        marks = dict(self.marks)
+        if self.give_up_after and headers.get("poison") is True:
+            self.poison_seen[msg_id] = seen = self.poison_seen.get(msg_id, 0) + 1
+            marks["rejected" if poison_action(seen, self.give_up_after) == "reject" else "gave_up"] = True
         self.last_delivery = self.clock.now()
         # Recorded before the ack: a crash in between shows as a redelivery, never as a gap.
         self.writer.write(consume_record(msg_id=msg_id, consumer=self.name, t=self.last_delivery,
                                          redelivered=bool(method.redelivered), source=self.queue,
-                                         offset=None, node=self.node, producer=producer, seq=seq))
+                                         offset=offset, node=self.node, producer=producer, seq=seq, **marks))
+        if isinstance(offset, int):
+            self.last_offset = offset if self.last_offset is None else max(self.last_offset, offset)
+        if marks.get("rejected"):  # handed back: the queue counts it toward its delivery limit
+            ch.basic_reject(method.delivery_tag, requeue=True)
+            return
         self.stats.add("delivered")
         if not self.auto_ack:
             ch.basic_ack(method.delivery_tag)

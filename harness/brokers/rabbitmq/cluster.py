@@ -23,6 +23,9 @@ NODES = ["rabbit1", "rabbit2", "rabbit3"]
 AMQP_PORTS = {"rabbit1": 5672, "rabbit2": 5673, "rabbit3": 5674}
 MGMT_PORTS = {"rabbit1": 15672, "rabbit2": 15673, "rabbit3": 15674}
 PARTITION_HANDLING = ("ignore", "autoheal", "pause_minority", "pause_if_all_down")
+# Queue types whose management entry names a `leader`, its `members` and those `online`
+# (quorum queues; streams: the stream coordinator's writer and its replicas).
+REPLICATED = ("quorum", "stream")
 
 
 class RabbitConfig(Settings):
@@ -129,9 +132,9 @@ class RabbitCluster(ComposeCluster):
     fs_dirs = {"rabbit": "/var/lib/rabbitmq/mnesia"}  # RABBITMQ_MNESIA_BASE: queues, stores, metadata
     capabilities = CONTAINER_CAPABILITIES | {RESTART_APP}
     roles = {r.name: r for r in (
-        Role("queue_master", "node of classic queue Q's master, or quorum queue Q's leader", "queue"),
-        Role("quorum_leader", "the same (reads better for quorum queues)", "queue"),
-        Role("queue_mirrors", "nodes of Q's mirrors (classic) / followers (quorum)", "queue"),
+        Role("queue_master", "node of classic queue Q's master, or quorum queue / stream Q's leader", "queue"),
+        Role("quorum_leader", "the same (reads better for quorum queues and streams)", "queue"),
+        Role("queue_mirrors", "nodes of Q's mirrors (classic) / followers (quorum queue, stream)", "queue"),
     )}
 
     def __init__(self, project: str | None = None) -> None:
@@ -331,7 +334,7 @@ class RabbitCluster(ComposeCluster):
                         node=node, among=among)
 
     def queue_master(self, name: str, vhost: str = "/", node: str | None = None) -> str | None:
-        """Node hosting the classic queue's master, or the quorum queue's leader."""
+        """Node hosting the classic queue's master, or the quorum queue's / stream's leader."""
         q = self.queue(name, vhost, node)
         if not q:
             return None
@@ -357,7 +360,7 @@ class RabbitCluster(ComposeCluster):
         return sorted(re.findall(r"@([\w.-]+)", out))
 
     def quorum_members(self, name: str, vhost: str = "/", node: str | None = None) -> dict[str, Any]:
-        """Quorum queue: {"leader": node, "members": [...], "online": [...]}."""
+        """Quorum queue or stream: {"leader": node, "members": [...], "online": [...]}."""
         q = self.queue(name, vhost, node) or {}
         return {
             "leader": short_node(q.get("leader")),
@@ -463,7 +466,7 @@ class RabbitCluster(ComposeCluster):
             raise RoleError(f"{name} needs a queue ({name}:QUEUE)")
         if name == "queue_mirrors":
             q = self.queue(arg) or {}
-            if q.get("type") == "quorum":
+            if q.get("type") in REPLICATED:
                 leader = short_node(q.get("leader"))
                 return [n for n in (short_node(m) for m in q.get("members") or []) if n != leader]
             return self.queue_mirrors(arg)["mirrors"]
@@ -590,4 +593,4 @@ def _erl_atoms(text: str) -> list[str]:
     return re.findall(r"'?(rabbit@[A-Za-z0-9_.-]+)'?", text)
 
 
-__all__ = ["NODES", "RabbitCluster", "RabbitConfig", "boot_failed"]
+__all__ = ["NODES", "REPLICATED", "RabbitCluster", "RabbitConfig", "boot_failed"]

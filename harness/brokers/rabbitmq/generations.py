@@ -5,7 +5,8 @@ what each one no longer has (docs/generations-research.md, part B).
 - 4.0: trixie's 4.0.5 (Erlang 27). No classic mirrored queues: ha-* policies are refused.
 - 4.3: forky's 4.3.6 (Erlang 29). No mirrored queues; no partition handling and no
   rabbit_node_monitor:partitions() (Khepri is the only metadata store); x-queue-master-locator
-  denied; no power-loss file system (forky has neither python3-fusepy nor libfuse2t64).
+  denied; no power-loss file system (forky has neither python3-fusepy nor libfuse2t64); a
+  requeueing reject no longer counts toward a quorum queue's delivery limit.
 
 forky is Debian's testing suite: its package is pinned, so an image is the version it
 says or fails to build. trixie renamed libfuse2 to libfuse2t64.
@@ -23,10 +24,17 @@ QUEUE_MASTER_LOCATOR = "queue_master_locator"        # x-queue-master-locator is
 # at once can form separate clusters, while a 4.x node started alone looks for its absent
 # peers for about a minute before it boots standalone
 SEED_DISCOVERY = "seed_discovery"
+# a quorum queue counts a consumer's requeueing reject / nack toward its delivery limit: 3.x
+# counts every return (delivery_count), 4.0-4.2 every return (acquired_count); 4.3 counts
+# only failed deliveries (a consumer gone), so explicit returns are free (4.3.0 notes,
+# rabbit_fifo return/8: #return{} passes DeliveryFailed = false)
+REQUEUE_COUNTS = "requeue_counts"
 
 MIRRORING_REMOVED = "classic mirrored queues were removed in 4.0"
 PARTITION_HANDLING_GONE = ("4.3 has no partition handling: Khepri is its only metadata store and "
                            "cluster_partition_handling is ignored")
+REQUEUES_FREE = ("4.3 counts only failed deliveries toward a quorum queue's delivery limit: "
+                 "a requeueing reject is free")
 
 GENERATIONS = {g.name: g for g in (
     Generation("3.10", "bookworm", (("SUITE", "bookworm"), ("RABBITMQ_PACKAGE", "rabbitmq-server"),
@@ -38,7 +46,7 @@ GENERATIONS = {g.name: g for g in (
     Generation("4.3", "forky", (("SUITE", "forky"), ("RABBITMQ_PACKAGE", "rabbitmq-server=4.3.6-1"),
                                 ("FUSE_PACKAGES", "")),
                lacks=frozenset({MIRRORED_QUEUES, PARTITION_HANDLING, NODE_MONITOR_PARTITIONS,
-                                QUEUE_MASTER_LOCATOR, POWER_LOSS})),
+                                QUEUE_MASTER_LOCATOR, POWER_LOSS, REQUEUE_COUNTS})),
 )}
 
 # A quorum queue's delivery limit when neither x-delivery-limit nor a policy sets one
@@ -65,4 +73,5 @@ def has(version: str | None, feature: str) -> bool:
 
 
 __all__ = ["DELIVERY_LIMIT_DEFAULT", "GENERATIONS", "MIRRORED_QUEUES", "MIRRORING_REMOVED", "NODE_MONITOR_PARTITIONS",
-           "PARTITION_HANDLING", "PARTITION_HANDLING_GONE", "QUEUE_MASTER_LOCATOR", "REFUSED_KEYS", "SEED_DISCOVERY", "generation", "has"]
+           "PARTITION_HANDLING", "PARTITION_HANDLING_GONE", "QUEUE_MASTER_LOCATOR", "REFUSED_KEYS", "REQUEUES_FREE",
+           "REQUEUE_COUNTS", "SEED_DISCOVERY", "generation", "has"]

@@ -7,7 +7,9 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.rabbitmq.cluster import RabbitConfig
 from harness.brokers.rabbitmq.generations import (DELIVERY_LIMIT_DEFAULT, MIRRORED_QUEUES, MIRRORING_REMOVED,
-                                                  PARTITION_HANDLING, PARTITION_HANDLING_GONE, REFUSED_KEYS, has)
+                                                  PARTITION_HANDLING, PARTITION_HANDLING_GONE, REFUSED_KEYS,
+                                                  REQUEUE_COUNTS, REQUEUES_FREE, has)
+from harness.expect import judge
 from harness.probes import spread_names
 from harness.spec import BaseScenario, BaseWorkload, Strict
 
@@ -19,18 +21,48 @@ MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_
 PARTITION_MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers",
                           "autoheal_loser_count"}
 # A quorum queue's delivery limit in force (-1: unlimited): its x-delivery-limit, else the
-# version's default (20 from 4.0); recorded for every quorum queue run.
-QUORUM_MEASUREMENTS = {"delivery_limit"}
+# version's default (20 from 4.0); and how many requeueing rejects it takes before it drops or
+# dead-letters a message (-1: never; 4.3 no longer counts them). Recorded for every quorum run.
+QUORUM_MEASUREMENTS = {"delivery_limit", "reject_limit"}
+# The version and the declaration alone decide these: a `require:` on one that the version
+# cannot meet makes the row not applicable there (no cluster is brought up for nothing).
+VERSION_FACTS = ("delivery_limit", "reject_limit")
+
+# The stream arguments the harness lets through (rabbit_stream_queue capabilities also take
+# x-max-length-bytes and x-max-age: retention drops messages by design and moves the stream's
+# first offset, from which the drain counts what is left).
+STREAM_ARGUMENTS = ("x-initial-cluster-size", "x-queue-leader-locator", "x-stream-max-segment-size-bytes")
+# Dead-lettering is `dead_letter:`: the drain must know the dead-letter queue to read it.
+DEAD_LETTER_ARGUMENTS = ("x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy")
+
+
+class DeadLetter(Strict):
+    """A dead-letter exchange (fanout) and queue (quorum) the harness declares; the drain reads
+    the queue and records its deliveries as dead-lettered. ``at-least-once`` (quorum queues,
+    3.10+) needs x-overflow reject-publish, which the harness sets: with drop-head RabbitMQ falls
+    back to at-most-once (rabbit_quorum_queue dlh/5)."""
+    exchange: str = "mqchaos.dlx"
+    queue: str = "mqchaos.dlq"
+    strategy: Literal["at-least-once", "at-most-once"] = "at-least-once"
+
+    def arguments(self) -> dict[str, Any]:
+        """The dead-lettering queue's arguments."""
+        args = {"x-dead-letter-exchange": self.exchange, "x-dead-letter-strategy": self.strategy}
+        if self.strategy == "at-least-once":
+            args["x-overflow"] = "reject-publish"
+        return args
 
 
 class QueueSpec(Strict):
     name: str = "mqchaos"
-    type: Literal["classic", "mirrored", "quorum"] = "quorum"
+    # stream: an append-only log (3.9+), read by offset (docs/architecture.md, "Streams")
+    type: Literal["classic", "mirrored", "quorum", "stream"] = "quorum"
     # Policy definition for mirrored queues: ha-mode, ha-params, ha-sync-mode,
     # ha-promote-on-failure, ha-promote-on-shutdown, ...
     policy: dict[str, Any] = Field(default_factory=dict)
     arguments: dict[str, Any] = Field(default_factory=dict)
     declare_on: str | None = None  # node whose connection declares it (classic master's home)
+    dead_letter: DeadLetter | None = None
 
     @model_validator(mode="after")
     def _policy_fits(self):
@@ -44,11 +76,59 @@ class QueueSpec(Strict):
                 raise ValueError("arguments.x-delivery-limit: quorum queues only")
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < -1:
                 raise ValueError("arguments.x-delivery-limit: an integer, -1 for unlimited")
+        if self.type == "stream":
+            self._stream_fits()
+        self._dead_letter_fits()
         return self
+
+    def _stream_fits(self) -> None:
+        for key in self.arguments:
+            if key not in STREAM_ARGUMENTS:
+                raise ValueError(f"arguments.{key}: not for a stream here (takes {', '.join(STREAM_ARGUMENTS)})")
+        size = self.arguments.get("x-initial-cluster-size")
+        if size is not None and size != 3:
+            # a stream consumer reads the replica of the node it is connected to
+            raise ValueError("arguments.x-initial-cluster-size: 3, so that every node a consumer fails over "
+                             "to has a replica to read")
+
+    def _dead_letter_fits(self) -> None:
+        for key in DEAD_LETTER_ARGUMENTS:
+            if key in self.arguments:
+                raise ValueError(f"arguments.{key}: use dead_letter: (the drain reads the dead-letter queue it names)")
+        dl = self.dead_letter
+        if dl is None:
+            return
+        if self.type != "quorum":
+            raise ValueError("dead_letter: quorum queues only here (the delivery limit it serves)")
+        if dl.queue == self.name:
+            raise ValueError("dead_letter.queue: another queue than the queue's own")
+        overflow = self.arguments.get("x-overflow")
+        if dl.strategy == "at-least-once" and overflow not in (None, "reject-publish"):
+            raise ValueError(f"arguments.x-overflow: at-least-once dead-lettering needs reject-publish, not {overflow!r} "
+                             "(RabbitMQ would fall back to at-most-once)")
+
+    def declare_arguments(self) -> dict[str, Any]:
+        """What the queue is declared with (beside durable)."""
+        args = dict(self.arguments)
+        if self.type in ("quorum", "stream"):
+            args["x-queue-type"] = self.type
+        if self.dead_letter:
+            args.update(self.dead_letter.arguments())
+        return args
 
     def mirrored(self) -> bool:
         """Does this queue rely on classic mirroring (its type, or ha-* keys)?"""
         return self.type == "mirrored" or any(k.startswith("ha-") for k in self.policy)
+
+
+class Poison(Strict):
+    """Every ``every``-th message of each producer (seq every-1, 2*every-1, ...) is poison
+    (header and produce records say so): the consumers reject it with requeue each time it
+    comes, and take it (acknowledge it, recorded ``gave_up``) on its ``give_up_after``-th
+    delivery to one of them, so a version that never drops it (no delivery limit counting
+    requeues: 3.10 without x-delivery-limit, 4.3) still ends its drain."""
+    every: int = Field(ge=2, le=1_000_000)
+    give_up_after: int = Field(50, ge=2, le=1000)
 
 
 class RabbitWorkload(BaseWorkload):
@@ -64,6 +144,7 @@ class RabbitWorkload(BaseWorkload):
     # replica) of the quorum queue (resolved when the run starts; Q5 attaches the consumer to a
     # follower's node).
     consumer_nodes: str | None = None
+    poison: Poison | None = None
 
     def outcome_timeout(self) -> float:
         return self.confirm_timeout
@@ -211,6 +292,34 @@ class RabbitScenario(BaseScenario):
         self.cluster.plugins = sorted({*self.cluster.plugins, "rabbitmq_shovel", "rabbitmq_shovel_management"})
         return self
 
+    @model_validator(mode="after")
+    def _streams_and_poison(self):
+        """What a stream's consumer over AMQP 0.9.1 cannot do, and where poison applies."""
+        w, q = self.workload, self.queue
+        if q.type == "stream":
+            if w.single_active_consumer:
+                raise ValueError("workload.single_active_consumer: a stream refuses x-single-active-consumer over "
+                                 "AMQP 0.9.1 (its single active consumer is the stream protocol's)")
+            if w.auto_ack:
+                raise ValueError("workload.auto_ack: a stream refuses automatic acknowledgement")
+            if w.prefetch < 1:
+                raise ValueError("workload.prefetch: a stream consumer needs a prefetch (basic.qos) of at least 1")
+            if w.consumers > 1:
+                raise ValueError("workload.consumers: at most 1 for a stream: it gives every consumer every "
+                                 "message, so a second would count each message as duplicated")
+            if w.consumer_nodes == "outside":
+                raise ValueError("workload.consumer_nodes: a stream consumer needs a replica on its node")
+            if self.link:
+                raise ValueError("link: a shovel does not read a stream by offset here")
+        if w.poison:
+            if q.type != "quorum":
+                raise ValueError("workload.poison: quorum queues only (the delivery limit it is about)")
+            if w.auto_ack:
+                raise ValueError("workload.poison: consumers reject poison messages: needs auto_ack: false")
+        if self.link and (w.poison or q.dead_letter):
+            raise ValueError("workload.poison / queue.dead_letter: not across a link")
+        return self
+
     def subject(self) -> str:
         return self.queue.name
 
@@ -225,6 +334,13 @@ class RabbitScenario(BaseScenario):
     def not_applicable(self) -> str | None:
         if not has(self.version, MIRRORED_QUEUES) and self._mirroring():
             return MIRRORING_REMOVED
+        facts = self.version_facts()
+        for key, wanted in self.require.items():
+            if facts.get(key) is not None and judge(wanted, facts[key]) is False:
+                why = (REQUEUES_FREE if key == "reject_limit" and not has(self.version, REQUEUE_COUNTS)
+                       else "no delivery limit, set or by default" if facts["delivery_limit"] == -1 else "")
+                return (f"the claim requires {key} {wanted}, RabbitMQ {self.version} gives {facts[key]}"
+                        + (f" ({why})" if why else ""))
         # A claim about what partition handling does (who paused, who lost an autoheal); a
         # scenario that merely sets a mode (Q1's pause_minority) still runs, the mode left out
         named = {k.split(".")[0] for field in ("expect", "require") for k in getattr(self, field)}
@@ -234,8 +350,15 @@ class RabbitScenario(BaseScenario):
 
     def version_problems(self) -> list[str]:
         refused = REFUSED_KEYS.get(str(self.version), ())
-        return [f"cluster.{k}: RabbitMQ {self.version} refuses to boot with it" for k in self.cluster.extra
-                if k.startswith(refused)] if refused else []
+        out = [f"cluster.{k}: RabbitMQ {self.version} refuses to boot with it" for k in self.cluster.extra
+               if k.startswith(refused)] if refused else []
+        limit, poison = self.reject_limit(), self.workload.poison
+        # the (limit + 1)-th requeue drops or dead-letters it: one consumer must not give up first
+        if poison and limit is not None and limit >= 0 and poison.give_up_after < limit + 2:
+            out.append(f"workload.poison.give_up_after: {poison.give_up_after}, but RabbitMQ {self.version} takes "
+                       f"{limit + 1} requeues of a message before it drops or dead-letters it: at least "
+                       f"{limit + 2}, so that the broker acts first")
+        return out
 
     def delivery_limit(self) -> int | None:
         """A quorum queue's delivery limit in force: its x-delivery-limit, else the version's
@@ -246,6 +369,19 @@ class RabbitScenario(BaseScenario):
         if limit is None:
             limit = DELIVERY_LIMIT_DEFAULT.get(str(self.version))
         return -1 if limit is None else int(limit)
+
+    def reject_limit(self) -> int | None:
+        """How many requeueing rejects a quorum queue counts toward its delivery limit before
+        it drops or dead-letters a message (it acts on the one after): the delivery limit where
+        requeues count, -1 when nothing does (no limit, or 4.3: requeues are free); None for
+        other queue types."""
+        if self.queue.type != "quorum":
+            return None
+        return self.delivery_limit() if has(self.version, REQUEUE_COUNTS) else -1
+
+    def version_facts(self) -> dict[str, int | None]:
+        """The measurements the version and the declaration alone decide (VERSION_FACTS)."""
+        return {"delivery_limit": self.delivery_limit(), "reject_limit": self.reject_limit()}
 
     def measurement_names(self) -> set[str]:
         names = set(MEASUREMENTS) | (QUORUM_MEASUREMENTS if self.queue.type == "quorum" else set())

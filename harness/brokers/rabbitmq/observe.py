@@ -1,4 +1,5 @@
-"""RabbitMQ observation: each second, the queue's master / leader and its mirrors; afterwards,
+"""RabbitMQ observation: each second, the queue's master / leader (a quorum queue's or a
+stream's) and its mirrors / members; afterwards,
 what partition handling did (from the logs) and through which node deliveries came."""
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from harness.brokers.rabbitmq.cluster import short_node
+from harness.brokers.rabbitmq.cluster import REPLICATED, short_node
 from harness.measures import changes, duration, timeline
 
 
@@ -18,7 +19,7 @@ def _view(cluster, node: str, queue: str) -> dict | None:
 
 
 def _master(q: dict) -> str | None:
-    return short_node(q.get("leader") if q.get("type") == "quorum" else q.get("node"))
+    return short_node(q.get("leader") if q.get("type") in REPLICATED else q.get("node"))
 
 
 def sample(cluster, sc) -> dict:
@@ -31,7 +32,7 @@ def sample(cluster, sc) -> dict:
     if not q:
         return {"master": None}
     out = {"views": {n: _master(v) for n, v in views.items() if v}}
-    if q.get("type") == "quorum":
+    if q.get("type") in REPLICATED:
         return {"master": _master(q), **out,
                 "members": sorted(short_node(n) for n in q.get("members") or []),
                 "online": sorted(short_node(n) for n in q.get("online") or [])}

@@ -1,5 +1,6 @@
 """A RabbitMQ scenario's workload as clients: declare the queue, publishers and consumers
-that fail over across all nodes, prefill, drain."""
+that fail over across all nodes, prefill, drain (a stream up to its end; with dead-lettering,
+the dead-letter queue too)."""
 from __future__ import annotations
 
 import time
@@ -56,16 +57,20 @@ def _declare_queue(cluster, sc, on: str | None) -> None:
     q = sc.queue
     if q.type == "mirrored":
         cluster.set_policy("mqchaos-ha", f"^{q.name}$", q.policy)
-    args = dict(q.arguments)
-    if q.type == "quorum":
-        args["x-queue-type"] = "quorum"
+    args = q.declare_arguments()
     if sc.workload.single_active_consumer:
         args["x-single-active-consumer"] = True
     eps = {e.node: e for e in endpoints(cluster)}
     ep = eps[on] if on else next(iter(eps.values()))
     conn = pika.BlockingConnection(params(ep))
     try:
-        conn.channel().queue_declare(q.name, durable=True, arguments=args)
+        ch = conn.channel()
+        if q.dead_letter:  # where the queue dead-letters to exists before it does
+            dl = q.dead_letter
+            ch.exchange_declare(dl.exchange, "fanout", durable=True)
+            ch.queue_declare(dl.queue, durable=True, arguments={"x-queue-type": "quorum"})
+            ch.queue_bind(dl.queue, dl.exchange)
+        ch.queue_declare(q.name, durable=True, arguments=args)
     finally:
         conn.close()
     if q.type == "mirrored" and q.policy.get("ha-sync-mode") == "automatic":
@@ -89,7 +94,8 @@ def producers(run) -> list:
         out.append(RabbitPublisher(
             name, producer_endpoints(run.cluster, sc), sc.queue.name, run.writer("produce", name), run.clock,
             run.stop_all, rate=w.rate, max_messages=w.max_messages, window=w.window,
-            confirm_timeout=w.confirm_timeout, size=w.message_size, first=i, persistent=w.persistent))
+            confirm_timeout=w.confirm_timeout, size=w.message_size, first=i, persistent=w.persistent,
+            poison_every=w.poison.every if w.poison else None))
     return out
 
 
@@ -122,8 +128,20 @@ def consumers(run, names: list[str] | None = None, delay: float | None = None) -
                            cancel_on_failover=w.cancel_on_failover and sc.queue.type == "mirrored",
                            first=0 if pinned else i + 1,
                            delay=w.consumer_delay if delay is None else delay,
-                           )
+                           stream=sc.queue.type == "stream",
+                           give_up_after=w.poison.give_up_after if w.poison else None)
             for i, name in enumerate(names)]
+
+
+def dead_letter_reader(run) -> RabbitConsumer:
+    """A consumer of the dead-letter queue, started: each delivery is recorded as dead-lettered
+    (the checker counts it as delivered, by dead-lettering)."""
+    dl = run.sc.queue.dead_letter
+    c = RabbitConsumer("dlq0", consumer_endpoints(run), dl.queue, run.writer("consume", "dlq0"), run.clock,
+                       run.stop_all, cancel_on_failover=False,
+                       marks={"dead_lettered": True})
+    c.start()
+    return c
 
 
 def prefill(run) -> dict:
@@ -145,14 +163,20 @@ def prefill(run) -> dict:
 
 
 def _drainers(run) -> list:
-    """Two fresh consumers, started, that read what is left at full speed."""
-    fresh = consumers(run, names=["drain0", "drain1"], delay=0)
+    """Two fresh consumers (a stream: one, from its first message), started, that read what
+    is left at full speed."""
+    names = ["drain0"] if run.sc.queue.type == "stream" else ["drain0", "drain1"]
+    fresh = consumers(run, names=names, delay=0)
     for c in fresh:
         c.start()
     return fresh
 
 
 STUCK_AFTER = 15.0  # seconds without a delivery, messages left: the consumers are stuck
+# A stream's length is the management API's: each node's stream writer reports it every 5 s,
+# and the statistics are collected every 5 s; a figure read this long after the producers
+# stopped includes their last message.
+STREAM_STATS_LAG = 11.0
 
 
 def drain(run) -> dict:
@@ -163,23 +187,28 @@ def drain(run) -> dict:
     # are drained by fresh consumers; slow consumers (R6) stop dawdling.
     if not run.consumers:
         run.consumers = _drainers(run)
+    if sc.queue.dead_letter:
+        run.consumers.append(dead_letter_reader(run))
     for c in run.consumers:
         c.delay = 0
+    stream = sc.queue.type == "stream"
 
     gone = []
 
     def empty_and_idle() -> bool:
         idle = all(run.clock.now() - c.last_delivery >= t.drain_idle for c in run.consumers)
-        if not idle:
+        if not idle or (stream and time.monotonic() - t0 < STREAM_STATS_LAG):
             return False
-        if queue_depth(run.cluster, sc.queue.name) == 0:
+        if messages_left(run) == 0:
             return True
         # R4: the queue itself was lost; there is nothing left to drain, and that is the finding
         if queue_gone(run.cluster, sc.queue.name):
             gone.append(True)
             return True
         stuck = all(run.clock.now() - c.last_delivery >= STUCK_AFTER for c in run.consumers)
-        if stuck and not any(c.name.startswith("drain") for c in run.consumers):
+        # a stream's consumer fails over by itself, from its own offset: a fresh one would
+        # read the stream again from its start
+        if stuck and not stream and not any(c.name.startswith("drain") for c in run.consumers):
             # messages left and every consumer idle for longer than the management API's
             # statistics can lag (5 s): the load's consumers are stuck (seed 001: no
             # x-cancel-on-ha-failover), which the run measures; fresh ones read the rest
@@ -192,11 +221,40 @@ def drain(run) -> dict:
     except TimeoutError as e:
         complete, err = False, str(e)
     try:
-        left = queue_depth(run.cluster, sc.queue.name)
+        left = messages_left(run)
     except Exception:  # noqa: BLE001 - the queue may be gone (R4): that is the finding
         left = None
     return {"complete": complete, "seconds": round(time.monotonic() - t0, 1), "error": err,
             "queue_messages_left": left, "queue_gone": bool(gone)}
+
+
+def messages_left(run) -> int | None:
+    """What the drain has still to read (None: unknown): the queue's messages; a stream's,
+    past its consumers' offsets; with dead-lettering, also those waiting to be dead-lettered
+    (at-least-once) and those in the dead-letter queue."""
+    q, cluster = run.sc.queue, run.cluster
+    if q.type == "stream":
+        return stream_left(cluster, q.name, run.consumers)
+    counts = [queue_depth(cluster, q.name)]
+    if q.dead_letter:
+        counts += [dead_letter_pending(cluster, q.name), queue_depth(cluster, q.dead_letter.queue)]
+    return None if None in counts else sum(counts)
+
+
+def stream_left(cluster, name: str, readers: list) -> int | None:
+    """The stream's messages (the management API's ``messages``: its writer's last offset + 1,
+    no retention being allowed) beyond the furthest offset a consumer has read."""
+    n = (cluster.queue(name) or {}).get("messages")
+    if n is None:
+        return None
+    return max(0, int(n) - max((c.read_up_to() for c in readers if c.stream), default=0))
+
+
+def dead_letter_pending(cluster, name: str) -> int | None:
+    """Messages a quorum queue holds for at-least-once dead-lettering (its ``messages_dlx``);
+    None when the queue cannot be read."""
+    q = cluster.queue(name)
+    return None if q is None else int(q.get("messages_dlx") or 0)
 
 
 def queue_gone(cluster, name: str) -> bool:
