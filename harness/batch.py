@@ -260,7 +260,7 @@ def write_outputs(rows: list[dict], invalid: list[Bad] | list[tuple[str, str]], 
             rows.append({"scenario": b.scenario, "id": b.id, "broker": b.broker, "version": b.version, "repeat": 0,
                          "seconds": 0, "status": REFUSED, "retried": False, "harness_error": False,
                          "prediction": None, "valid": None, "reason": b.reason,
-                         "decided_by": "refused at load", "expect": None, "exit": EXIT_UNKNOWN, "file": b.path})
+                         "decided_by": b.reason, "expect": None, "exit": EXIT_UNKNOWN, "file": b.path})
     R.write_all(rows, out, title)
     if matrix is not None:
         M.write(rows, out, title, matrix)

@@ -271,15 +271,21 @@ def html(m: dict, out: Path) -> str:
             cells = []
             for v in t["versions"]:
                 c = row["cells"].get(v)
-                links = [(f"#{(r.get('repeat') or 0) + 1}",
-                          os.path.relpath(Path(r["report"]).with_name(store.REPORT_HTML), out))
+                links = [(f"#{(r.get('repeat') or 0) + 1}", os.path.relpath(_page(r["report"]), out))
                          for r in (c["runs"] if c else []) if r.get("report") and c["state"] != REFUSED]
                 cells.append({"cls": CLASS.get(c["state"] if c else "not run", "undecided"),
                               "text": cell_text(c), "links": links})
             rows.append({"id": row.get("id") or "-", "scenario": row["scenario"], "cells": cells})
         tables.append({"broker": t["broker"], "head": [_header(t, v) for v in t["versions"]], "rows": rows})
     return TEMPLATES.get_template("matrix.html.j2").render(
-        title=m["title"], tables=tables, notes=[n[2:] for n in notes(m)], legend=LEGEND, exit=m["exit"])
+        title=m["title"], tables=tables, notes=[n[2:] for n in notes(m)], legend=LEGEND.replace("*", ""),
+        exit=m["exit"])
+
+
+def _page(report: str) -> Path:
+    """A run's page: report.html beside its report.md; a not-applicable run has only check.json."""
+    p = Path(report)
+    return p.with_name(store.REPORT_HTML) if p.name == store.REPORT_MD else p
 
 
 def write(rows: list[dict], out: Path, title: str, versions: dict[str, list[str]] | None = None) -> dict:

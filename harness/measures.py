@@ -151,7 +151,8 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
     p, z2 = k / n, z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z / (1 + z2 / n) * sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # at 0/n and n/n the bound is exactly 0 or 1 (the formula leaves a rounding error)
+    return (0.0 if k == 0 else max(0.0, centre - half)), (1.0 if k == n else min(1.0, centre + half))
 
 
 def percentile(xs: list[float], q: float) -> float | None:
