@@ -105,6 +105,17 @@ REPEAT ?= 1
 test-scenarios: images
 	$(MQCHAOS) catalogue $(if $(ONLY),--only $(ONLY)) --repeat $(REPEAT)
 
+# The version matrix (harness/matrix.py): the ONLY rows at each of VERSIONS (space-separated
+# --versions values, e.g. VERSIONS="rabbitmq=3.10,4.0 kafka=3.9"; default every version), REPEAT
+# times each; one table scenario x version in results/matrix/latest/matrix.md. Runs do not build
+# images: every version's is built first. Exit as the catalogue (a not-applicable cell is 2).
+VERSIONS ?= all
+MATRIX_ROWS := R9,Q1,K7,K8b
+.PHONY: matrix
+matrix: engine
+	$(MQCHAOS) images --version all
+	$(MQCHAOS) matrix --only $(or $(ONLY),$(MATRIX_ROWS)) $(foreach v,$(VERSIONS),--versions $(v)) --repeat $(REPEAT)
+
 # Nightly: the catalogue NIGHTLY_REPEAT times, with results/nightly/<ts>/junit.xml. A run
 # whose harness failed is retried once and reported as an error, never as a finding.
 NIGHTLY_REPEAT ?= 1

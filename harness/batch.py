@@ -3,6 +3,8 @@ against its prediction, in one table.
 
     mqchaos catalogue [--only R2,K7] [--repeat N]     every scenario file (or some rows)
     mqchaos suite FILE...                             the given files (make test-partition)
+    mqchaos matrix [--only R9,K7] --versions rabbitmq=3.10,4.0   the same rows at several
+                                                      versions, one table scenario x version
 
 Each scenario runs on a fresh cluster. What does not disturb a run's faults is overlapped
 (``Pipeline``): runs are ordered so that consecutive runs use different brokers wherever
@@ -12,24 +14,29 @@ the batch, checks each run as soon as its history is closed (harness.checking); 
 starts its workload while a check or another cluster's start-up still runs. A run whose
 harness failed (cluster never healthy, client crashed) is retried and marked so: it is
 never counted as a broker finding. Output: results/<kind>/<timestamp>/summary.{md,json,txt}
-and junit.xml (``harness.rows``), rows in the order given. The exit code merges the runs'
-by ``harness.verdicts``.
+and junit.xml (``harness.rows``), rows in the order given; a matrix adds
+matrix.{json,md,html} (``harness.matrix``). Runs whose claim the version lacks (not
+applicable: no cluster) go first. The exit code merges the runs' by ``harness.verdicts``.
 """
 from __future__ import annotations
 
+import copy
 import json
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
+from harness import matrix as M
 from harness import rows as R
 from harness import store
 from harness.checking import Checker
 from harness.expect import verdict
 from harness.runner import Hooks, Interrupted, Run, log
-from harness.scenario import Scenario, ScenarioError, load, parse_recorded
-from harness.verdicts import EXIT_UNKNOWN, NOT_APPLICABLE, merge_codes, not_applicable_result
+from harness.scenario import Scenario, ScenarioError, load, parse, parse_recorded, read
+from harness.verdicts import (EXIT_UNKNOWN, NOT_APPLICABLE, REFUSED, merge_codes, not_applicable_result,
+                              run_exit_code)
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -51,35 +58,84 @@ class Entry:
         return self.run.info.get("status", "not run") if self.run else "not run"
 
 
+class Bad(NamedTuple):
+    """A scenario file that did not load: as a whole (an invalid file), or at one version of
+    a matrix while it names its scenario (refused at that version: ``scenario`` ... set)."""
+    path: str
+    error: str
+    scenario: str | None = None
+    id: str | None = None
+    broker: str | None = None
+    version: str | None = None
+
+    @property
+    def reason(self) -> str:
+        """The error without the line naming the file (a refusal names its scenario)."""
+        return self.error if self.scenario is None else self.error.split("\n", 1)[-1].strip()
+
+
+Versions = dict[str, str] | dict[str, list[str]]
+
+
 def select(files: list[Path], only: list[str] | None, sort: bool = True,
-           versions: dict[str, str] | None = None) -> tuple[list[Scenario], list[tuple[str, str]]]:
+           versions: Versions | None = None) -> tuple[list[Scenario], list[Bad]]:
     """Scenarios to run, in catalogue order (R, Q, K; then by id), and the files that did not
-    validate (each with its error). `only` matches ids (R5 picks R5 and R5b) or names;
-    ``versions``: --version, by broker."""
-    scenarios, bad = [], []
+    validate (each with its error). `only` matches ids (R5 picks R5 and R5b) or names.
+    ``versions``, by broker: one version (--version) or a list (a matrix, ``mqchaos matrix
+    --versions``): then each file is loaded once per version of its broker, those versions
+    overriding its own ``version:`` (the one rule), in the order given; one that refuses it
+    at load time is a ``Bad`` naming the scenario and the version."""
+    scenarios: list[Scenario] = []
+    bad: list[Bad] = []
     for f in files:
+        if versions and any(isinstance(v, list) for v in versions.values()):
+            _load_each_version(f, versions, scenarios, bad)
+            continue
         try:
             scenarios.append(load(f, versions))
         except ScenarioError as e:
-            bad.append((str(f), str(e)))
+            bad.append(Bad(str(f), str(e)))
     if only:
         want = [o.strip() for o in only if o.strip()]
-
-        def wanted(name: str, sid: str) -> bool:
-            return any(name == w or sid == w or name.startswith(w + "-") or sid.rstrip("abcdefgh") == w
-                       for w in want)
-        scenarios = [s for s in scenarios if wanted(s.name, s.id or "")]
-        # a file that did not load is reported only if selected: by its name, which starts
-        # with its id (Q6a on 4.3 is no error of a batch of R rows)
-        bad = [(f, e) for f, e in bad if wanted(Path(f).stem, Path(f).stem.split("-")[0])]
+        scenarios = [s for s in scenarios if wanted(s.name, s.id, want)]
+        # a file that did not load is reported only if selected; one that did not load at all
+        # by its file name, which starts with its id (Q6a on 4.3 is no error of a batch of R rows)
+        bad = [b for b in bad if (wanted(b.scenario, b.id, want) if b.scenario is not None
+                                  else wanted(Path(b.path).stem, Path(b.path).stem.split("-")[0], want))]
     return (sorted(scenarios, key=order_key) if sort else scenarios), bad
 
 
+def _load_each_version(f: Path, versions: Versions, scenarios: list[Scenario], bad: list[Bad]) -> None:
+    try:
+        data = read(f)
+    except ScenarioError as e:
+        bad.append(Bad(str(f), str(e)))
+        return
+    broker = data.get("broker") if isinstance(data, dict) else None
+    chosen = versions.get(broker) if isinstance(broker, str) else None
+    if not isinstance(chosen, list):  # a broker the matrix does not vary: the usual rule
+        try:
+            scenarios.append(parse(data, str(f), version=versions if chosen else None))
+        except ScenarioError as e:
+            bad.append(Bad(str(f), str(e)))
+        return
+    for v in chosen:
+        try:
+            scenarios.append(parse(copy.deepcopy(data), str(f), version={broker: v}))
+        except ScenarioError as e:
+            sid = data.get("id")
+            bad.append(Bad(str(f), str(e), str(data.get("name") or Path(f).stem),
+                           None if sid is None else str(sid), broker, v))
+
+
+def wanted(name: str, sid: str | None, want: list[str]) -> bool:
+    """Whether --only's ``want`` picks the scenario: by id (R5 picks R5 and R5b) or name."""
+    return any(name == w or (sid or "") == w or name.startswith(w + "-")
+               or (sid or "").rstrip("abcdefgh") == w for w in want)
+
+
 def order_key(sc: Scenario) -> tuple:
-    sid = sc.id or sc.name
-    head = "RQK".find(sid[:1]) if sid[:1] in "RQK" else 9
-    digits = "".join(ch for ch in sid[1:] if ch.isdigit())
-    return head, int(digits or 0), sc.name
+    return R.catalogue_order(sc.id, sc.name)
 
 
 def interleave(jobs: list, kind=lambda job: job[0].broker) -> list:
@@ -104,7 +160,7 @@ class Pipeline:
     def __init__(self, results: Path | None, keep_cluster: bool, checker: Checker) -> None:
         self.results, self.keep_cluster, self.checker = results, keep_cluster, checker
         self.next: tuple[Scenario, int] | None = None      # the job after the running one
-        self.prepared: tuple[tuple, Run] | None = None     # its run, cluster coming up
+        self.prepared: tuple[tuple, Run] | None = None     # its run, cluster coming up (by _job)
 
     def hooks(self, entry: Entry) -> Hooks:
         def load_over() -> None:
@@ -121,7 +177,7 @@ class Pipeline:
             run.info["catalogue"] = {"repeat": nxt[1], "attempt": 0}
             log(f"{nxt[0].name}: bringing its cluster up while {entry.scenario.name} ends")
             run.prepare()
-            self.prepared = ((nxt[0].name, nxt[1]), run)
+            self.prepared = (_job(*nxt), run)
 
         def history_closed(run: Run) -> None:
             def done(code: int, error: str | None) -> None:
@@ -135,7 +191,7 @@ class Pipeline:
 
     def take(self, sc: Scenario, repeat: int) -> Run | None:
         """The run prepared for this job, if any (its cluster up or coming up)."""
-        if self.prepared and self.prepared[0] == (sc.name, repeat):
+        if self.prepared and self.prepared[0] == _job(sc, repeat):
             run, self.prepared = self.prepared[1], None
             return run
         self.abandon()
@@ -149,6 +205,11 @@ class Pipeline:
         _, run = self.prepared
         self.prepared = None
         run.abandon()
+
+
+def _job(sc: Scenario, repeat: int) -> tuple:
+    """A job's identity: a matrix runs one scenario at several versions."""
+    return sc.name, sc.version, repeat
 
 
 def run_one(sc: Scenario, repeat: int, results: Path | None, retries: int = 1,
@@ -175,8 +236,8 @@ def run_one(sc: Scenario, repeat: int, results: Path | None, retries: int = 1,
 
 
 def row(e: Entry) -> dict:
-    base = {"id": e.scenario.id, "scenario": e.scenario.name, "repeat": e.repeat, "seconds": e.seconds,
-            "status": e.status, "retried": bool(e.attempts), "earlier_attempts": e.attempts,
+    base = {"id": e.scenario.id, "scenario": e.scenario.name, "broker": e.scenario.broker,
+            "version": e.scenario.version, "repeat": e.repeat, "seconds": e.seconds, "status": e.status, "retried": bool(e.attempts), "earlier_attempts": e.attempts,
             "expect": e.scenario.expect, "exit": e.code}
     s = (e.run.info.get("summary") if e.run else None) or {}
     if s:
@@ -188,13 +249,24 @@ def row(e: Entry) -> dict:
     return base
 
 
-def write_outputs(rows: list[dict], invalid: list[tuple[str, str]], out: Path, title: str) -> None:
-    """The batch's summary files (harness.rows), with a row for each file that did not validate."""
-    for path, err in invalid:
-        rows.append({"scenario": path, "id": None, "repeat": 0, "seconds": 0, "status": "invalid scenario file",
-                     "retried": False, "harness_error": True, "reason": err, "expect": None, "exit": EXIT_UNKNOWN,
-                     "valid": "invalid scenario file"})
+def write_outputs(rows: list[dict], invalid: list[Bad] | list[tuple[str, str]], out: Path, title: str,
+                  matrix: dict[str, list[str]] | None = None) -> None:
+    """The batch's summary files (harness.rows), with a row for each file that did not validate
+    and for each version of a matrix that refused a scenario at load time (not run, undecided,
+    not a harness error); a matrix (its versions by broker) adds its table (harness.matrix)."""
+    for b in (Bad(*x) for x in invalid):
+        if b.scenario is None:
+            rows.append({"scenario": b.path, "id": None, "repeat": 0, "seconds": 0, "status": "invalid scenario file",
+                         "retried": False, "harness_error": True, "reason": b.error, "expect": None,
+                         "exit": EXIT_UNKNOWN, "valid": "invalid scenario file"})
+        else:
+            rows.append({"scenario": b.scenario, "id": b.id, "broker": b.broker, "version": b.version, "repeat": 0,
+                         "seconds": 0, "status": REFUSED, "retried": False, "harness_error": False,
+                         "prediction": None, "valid": None, "reason": b.reason,
+                         "decided_by": b.reason, "expect": None, "exit": EXIT_UNKNOWN, "file": b.path})
     R.write_all(rows, out, title)
+    if matrix is not None:
+        M.write(rows, out, title, matrix)
 
 
 def rows_from_runs(run_dirs: list[Path]) -> list[dict]:
@@ -207,14 +279,16 @@ def rows_from_runs(run_dirs: list[Path]) -> list[dict]:
         if info is None or info.get("status") == "abandoned":  # prepared, never ran
             continue
         rep = (info.get("catalogue") or {}).get("repeat", 0)
-        by_key.setdefault((info["scenario"], rep), []).append((Path(d), info))
+        version = (info.get("version") or {}).get("version") if isinstance(info.get("version"), dict) else None
+        by_key.setdefault((info["scenario"], version, rep), []).append((Path(d), info))
     rows = []
-    for (name, rep), attempts in by_key.items():
+    for (name, _, rep), attempts in by_key.items():
         d, info = attempts[-1]
         sc = parse_recorded(info["params"], str(d / store.RUN_JSON))
         earlier = [{"run": str(a), "error": i.get("error")} for a, i in attempts[:-1]
                    if i.get("status") == "harness-error"]
-        base = {"id": sc.id, "scenario": name, "repeat": rep, "status": info.get("status"),
+        base = {"id": sc.id, "scenario": name, "broker": sc.broker, "version": sc.version, "repeat": rep,
+                "status": info.get("status"), "exit": EXIT_UNKNOWN,
                 "seconds": round(max((info.get("phases") or {"": 0}).values()), 1),
                 "retried": bool(earlier), "earlier_attempts": earlier, "expect": sc.expect}
         result = store.read_check(d)
@@ -222,7 +296,7 @@ def rows_from_runs(run_dirs: list[Path]) -> list[dict]:
             if "prediction" not in result:
                 result["prediction"] = verdict(sc, result, info)
             base.update(R.run_row(sc, result, info, d))
-            base["harness_error"] = False
+            base.update(harness_error=False, exit=run_exit_code(result))
         elif info.get("status") == NOT_APPLICABLE:
             base.update(R.not_applicable_row(sc, not_applicable_result(info.get("not_applicable")), d),
                         harness_error=False)
@@ -232,7 +306,7 @@ def rows_from_runs(run_dirs: list[Path]) -> list[dict]:
         rows.append(base)
     by_name = {sc.name: sc for sc in select(sorted(SCENARIO_DIR.glob("*.yaml")), None)[0]}
     rows.sort(key=lambda r: (order_key(by_name[r["scenario"]]) if r["scenario"] in by_name
-                             else (9, 0, r["scenario"]), r["repeat"]))
+                             else (9, 0, r["scenario"]), r["repeat"]))  # stable: versions as run
     return rows
 
 
@@ -256,34 +330,50 @@ def merge(dirs: list[Path], results: Path | None = None, kind: str = "catalogue"
     return out
 
 
+def _matrix_versions(versions: Versions | None) -> dict[str, list[str]]:
+    return {k: v if isinstance(v, list) else [v] for k, v in (versions or {}).items()}
+
+
 def _interrupted(signum, frame):
     raise Interrupted()
+
+
+def plan(only: list[str] | None = None, repeat: int = 1, files: list[Path] | None = None, sort: bool = True,
+         versions: Versions | None = None) -> tuple[list[tuple[Scenario, int, int]], list[Bad]]:
+    """A batch's jobs, (scenario, repeat, position in the table), in the order they run, and
+    the files that did not load (``select``'s arguments). Jobs whose claim the version lacks
+    go first (no cluster: they only write their directory); the rest are ``interleave``d by
+    broker. The table's order (position): by repeat, then scenario, then version."""
+    scenarios, invalid = select(files or sorted(SCENARIO_DIR.glob("*.yaml")), only, sort, versions)
+    jobs = [(sc, rep, pos) for pos, (rep, sc) in enumerate((rep, sc) for rep in range(repeat) for sc in scenarios)]
+    instant = [j for j in jobs if j[0].not_applicable()]
+    return instant + interleave([j for j in jobs if not j[0].not_applicable()]), invalid
 
 
 def run_batch(only: list[str] | None = None, repeat: int = 1, files: list[Path] | None = None,
               results: Path | None = None, kind: str = "catalogue", retries: int = 1,
               master: str | None = None, keep_cluster: bool = False, sort: bool = True,
-              table: str = "summary.md", echo=print, versions: dict[str, str] | None = None) -> int:
+              table: str = "summary.md", echo=print, versions: Versions | None = None,
+              matrix: bool = False) -> int:
     """Run the scenarios (``files``, default every file in scenarios/; ``only`` picks rows;
-    in catalogue order unless not ``sort``; ``versions``: --version, by broker), overlapped
-    by a ``Pipeline`` and checked in one Spark session, write the batch's summary and echo
-    its ``table``; return the merged exit code."""
-    scenarios, invalid = select(files or sorted(SCENARIO_DIR.glob("*.yaml")), only, sort, versions)
-    for path, err in invalid:
-        log(err)
+    in catalogue order unless not ``sort``; ``versions``: --version, by broker, or with
+    ``matrix`` a list of versions per broker, ``select``), overlapped by a ``Pipeline`` and
+    checked in one Spark session, write the batch's summary (and the matrix's table) and
+    echo its ``table``; return the merged exit code."""
+    jobs, invalid = plan(only, repeat, files, sort, versions)
+    for b in invalid:
+        log(b.error if b.version is None else f"{b.scenario} on {b.broker} {b.version}: refused: {b.reason}")
     out = store.new_batch_dir(kind, results)
     t0 = time.monotonic()
-    jobs = [(sc, rep, pos) for pos, (rep, sc) in enumerate((rep, sc) for rep in range(repeat) for sc in scenarios)]
-    jobs = interleave(jobs)
     entries: list[Entry] = []
-    checker = Checker(master) if scenarios else None  # its JVM starts with the first cluster
+    checker = Checker(master) if jobs else None  # its JVM starts with the first cluster
     pipeline = Pipeline(results, keep_cluster, checker) if checker else None
     # SIGTERM (a CI time limit) ends the batch like Ctrl-C: what ran is still summarised.
     prev = signal.signal(signal.SIGTERM, _interrupted)
     interrupted = False
     try:
         for k, (sc, rep, pos) in enumerate(jobs):
-            log(f"{kind}: {sc.name} (repeat {rep + 1}/{repeat}, {k + 1}/{len(jobs)})")
+            log(f"{kind}: {sc.name} ({sc.broker} {sc.version}, repeat {rep + 1}/{repeat}, {k + 1}/{len(jobs)})")
             pipeline.next = jobs[k + 1][:2] if k + 1 < len(jobs) else None
             entries.append(run_one(sc, rep, results, retries, keep_cluster, pipeline))
             entries[-1].position = pos
@@ -302,7 +392,8 @@ def run_batch(only: list[str] | None = None, repeat: int = 1, files: list[Path] 
         entries.sort(key=lambda e: e.position)
         rows = [row(e) for e in entries]
         write_outputs(rows, invalid, out, f"mqchaos {kind}, {out.name} ({time.monotonic() - t0:.0f} s)"
-                      + (", interrupted" if interrupted else ""))
+                      + (", interrupted" if interrupted else ""),
+                      matrix=_matrix_versions(versions) if matrix else None)
         log(f"summary: {out / 'summary.md'}")
         echo((out / table).read_text())
         signal.signal(signal.SIGTERM, prev)

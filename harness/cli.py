@@ -154,30 +154,111 @@ def catalogue(only, repeat, retries, kind, master, merge_dirs, from_runs, versio
                        master=master, versions=versions))
 
 
+def _matrix_versions(ctx, param, values) -> dict[str, list[str]]:
+    """matrix --versions: {broker: [versions]} for every broker (harness.scenario)."""
+    from harness.scenario import matrix_versions_option
+
+    try:
+        return matrix_versions_option(values)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+@main.command()
+@click.option("--only", default=None, help="Comma-separated ids or names, e.g. R9,Q1,K7,K8b (R5 picks R5a, R5b).")
+@click.option("--versions", "--version", "versions", multiple=True, callback=_matrix_versions,
+              metavar="[BROKER=]V1,V2,...|all",
+              help="The versions to run, repeatable: rabbitmq=3.10,4.0,4.3 (one broker's), 4.0 (every broker "
+                   "that has it, as --version), rabbitmq=all; a broker named in none runs at every version it "
+                   "has. They override each scenario's own version: and $MQCHAOS_<BROKER>_VERSION (the one "
+                   "rule: --version > the scenario's version: > the environment > the default).")
+@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Runs per scenario and version; above 1 each cell gives the share of runs with loss "
+                   "(95 % Wilson interval), the median and p99 of unavailable seconds and the verdicts.")
+@click.option("--retries", type=click.IntRange(0, 3), default=1, show_default=True,
+              help="Retries of a run whose harness failed (never of a finding).")
+@click.option("--kind", default="matrix", show_default=True, help="results/<kind>/<timestamp>/")
+@click.option("--master", default=None, help="Spark master URL for the check (default local[*]).")
+@click.option("--dry-run", is_flag=True, help="Run nothing: list the jobs in the order they would run.")
+@click.option("--from-runs", is_flag=True,
+              help="Run nothing: the arguments are run directories (already checked); tabulate them.")
+@click.argument("scenario_files", nargs=-1)
+def matrix(only, versions, repeat, retries, kind, master, dry_run, from_runs, scenario_files):
+    """Run the same scenarios (default scenarios/*.yaml) at several broker versions and write
+    one comparison table per broker, scenario by version: results/<kind>/<timestamp>/
+    matrix.{md,html,json} beside the batch's summary.* and junit.xml. The catalogue's runner:
+    one run's workload at a time, brokers interleaved; a claim a version lacks is a "not
+    applicable" cell (no cluster), a scenario a version refuses at load a "refused at load"
+    one. Exit 0 every run held / valid, 1 a prediction did not hold or anomalies, else 2:
+    any run undecided, a harness error, and, as in the catalogue, a not-applicable or
+    refused cell (merged by harness/verdicts.py: any 1 makes 1, else any 2 makes 2)."""
+    from pathlib import Path
+
+    from harness import store
+    from harness.batch import plan, rows_from_runs, run_batch, write_outputs
+
+    if from_runs:
+        out = store.new_batch_dir(kind)
+        write_outputs(rows_from_runs([Path(d) for d in scenario_files]), [], out,
+                      f"mqchaos {kind}, {out.name}, tabulated from {len(scenario_files)} run directories", matrix={})
+        click.echo((out / "matrix.md").read_text())
+        sys.exit(0)
+    files = [Path(f) for f in scenario_files] or None
+    selected = only.split(",") if only else None
+    if dry_run:
+        jobs, bad = plan(selected, repeat, files, versions=versions)
+        click.echo(f"{len(jobs)} run(s), in the order they would run ({repeat} per scenario and version):")
+        for k, (sc, rep, _) in enumerate(jobs):
+            na = sc.not_applicable()
+            click.echo(f"{k + 1:4d}. {sc.name}  {sc.broker} {sc.version}  repeat {rep + 1}/{repeat}"
+                       + (f"  not applicable: {na} (no cluster)" if na else ""))
+        for b in bad:
+            what = f"{b.scenario}  {b.broker} {b.version}" if b.version else b.path
+            click.echo(f"   -  {what}  {'refused at load' if b.version else 'invalid'}: {' '.join(b.reason.split())}")
+        sys.exit(0)
+    sys.exit(run_batch(selected, repeat, files, kind=kind, retries=retries, master=master, versions=versions,
+                       matrix=True, table="matrix.md"))
+
+
 @main.command("doc-table")
 @click.argument("batch_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--into", "doc", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The document (README.md, docs/findings.md) holding the table's markers.")
 @click.option("--name", required=True, help="The table's marker: <!-- table:NAME --> ... <!-- /table:NAME -->.")
 @click.option("--only", default=None, help="Comma-separated scenario names or ids: those rows only.")
-def doc_table(batch_dir, doc, name, only):
-    """Write a batch's table (its summary.json) into a document between its markers, so the
-    figures in README.md and docs/findings.md come from the runs, never typed."""
+@click.option("--matrix", "as_matrix", is_flag=True,
+              help="The batch's version matrix (its matrix.json, `mqchaos matrix`), not its rows.")
+def doc_table(batch_dir, doc, name, only, as_matrix):
+    """Write a batch's table (its summary.json, or with --matrix its matrix.json) into a
+    document between its markers, so the figures in README.md and docs/findings.md come from
+    the runs, never typed."""
     import json
     from pathlib import Path
 
     from harness.rows import splice, table_lines
 
-    rows = json.loads((Path(batch_dir) / "summary.json").read_text())
-    if only:
-        wanted = set(only.split(","))
-        rows = [r for r in rows if r["scenario"] in wanted or r.get("id") in wanted]
+    wanted = set(only.split(",")) if only else None
+    if as_matrix:
+        from harness import matrix as M
+
+        try:
+            m = M.read(Path(batch_dir))
+        except ValueError as e:
+            raise click.ClickException(str(e)) from None
+        m = M.only(m, wanted) if wanted else m
+        lines, source = M.markdown_lines(m), f"{batch_dir}/{M.MATRIX_JSON}"
+        count = sum(len(t["rows"]) for t in m["tables"])
+    else:
+        rows = json.loads((Path(batch_dir) / "summary.json").read_text())
+        if wanted:
+            rows = [r for r in rows if r["scenario"] in wanted or r.get("id") in wanted]
+        lines, source, count = table_lines(rows), f"{batch_dir}/summary.json", len(rows)
     path = Path(doc)
     try:
-        path.write_text(splice(path.read_text(), name, table_lines(rows), f"{batch_dir}/summary.json"))
+        path.write_text(splice(path.read_text(), name, lines, source))
     except ValueError as e:
         raise click.ClickException(f"{doc}: {e}") from None
-    click.echo(f"{doc}: table {name}, {len(rows)} rows from {batch_dir}")
+    click.echo(f"{doc}: table {name}, {count} rows from {batch_dir}")
 
 
 @main.command()

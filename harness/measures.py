@@ -2,7 +2,8 @@
 observation and the run loop (no I/O: unit-tested on synthetic inputs)."""
 from __future__ import annotations
 
-from statistics import mean, median, stdev
+from math import floor, sqrt
+from statistics import NormalDist, mean, median, stdev
 from typing import Any, Callable, Iterable
 
 
@@ -133,3 +134,33 @@ def grows(intervals: list[dict | None]) -> bool | None:
     if hi1 <= 0 or hi1 < lo0:
         return False
     return None
+
+
+# The two-sided 95 % normal quantile (1.959964...), for Wilson's interval.
+Z95 = NormalDist().inv_cdf(0.975)
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson's score interval for a share of ``k`` in ``n`` (95 % by default): the shares p
+    for which k/n lies within z standard errors of p. Unlike the normal approximation it
+    stays inside [0, 1] and is not empty at 0/n or n/n. None when n is 0."""
+    if n <= 0:
+        return None
+    if not 0 <= k <= n:
+        raise ValueError(f"wilson: {k} of {n}")
+    p, z2 = k / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    # at 0/n and n/n the bound is exactly 0 or 1 (the formula leaves a rounding error)
+    return (0.0 if k == 0 else max(0.0, centre - half)), (1.0 if k == n else min(1.0, centre + half))
+
+
+def percentile(xs: list[float], q: float) -> float | None:
+    """The ``q``-quantile (0..1) of ``xs`` by linear interpolation between the closest ranks
+    (numpy's default, Spark's ``percentile``: what ``mqchaos analyze`` reports); None if empty."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    r = q * (len(s) - 1)
+    lo = floor(r)
+    return s[lo] if lo + 1 >= len(s) else s[lo] + (r - lo) * (s[lo + 1] - s[lo])

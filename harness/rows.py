@@ -10,6 +10,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from harness import expect, store
 from harness.templates import TEMPLATES
+from harness.verdicts import REFUSED
 
 VERDICT = {True: "held", False: "DID NOT HOLD", None: "could not decide"}
 
@@ -57,9 +58,33 @@ def decided_by(prediction: dict) -> str:
 def verdict_text(r: dict) -> str:
     if r.get("not_applicable"):
         return "not applicable"
+    if r.get("status") == REFUSED:
+        return "refused at load"
     if r.get("harness_error"):
         return "harness error" + (" (retried)" if r.get("retried") else "")
     return VERDICT[r.get("prediction")] + (" (after a retry)" if r.get("retried") else "")
+
+
+def catalogue_order(sid: str | None, name: str) -> tuple:
+    """Catalogue order (R, Q, K; then by number, then by name) from a row's id and name."""
+    sid = sid or name
+    head = "RQK".find(sid[:1]) if sid[:1] in "RQK" else 9
+    digits = "".join(ch for ch in sid[1:] if ch.isdigit())
+    return head, int(digits or 0), name
+
+
+def several_versions(rows: list[dict]) -> bool:
+    """Whether the rows run some broker at more than one version (a matrix): then each row
+    names its version."""
+    seen: dict = {}
+    for r in rows:
+        if r.get("version") is not None:
+            seen.setdefault(r.get("broker"), set()).add(str(r["version"]))
+    return any(len(v) > 1 for v in seen.values())
+
+
+def with_version(r: dict, name: str) -> str:
+    return f"{name} @ {r['version']}" if r.get("version") is not None else name
 
 
 def _fmt(v) -> str:
@@ -100,9 +125,11 @@ def table_lines(rows: list[dict], links_from: Path | None = None) -> list[str]:
     """The Markdown table of a batch; scenario names link to their reports when
     ``links_from`` is given (the results directory), and are plain text in documents."""
     lines = ["| " + " | ".join(MD_HEAD) + " |", "|" + "---|" * len(MD_HEAD)]
+    versions = several_versions(rows)
     for r in rows:
         rep = r.get("report")
-        link = f"[{r['scenario']}]({_relative(rep, links_from)})" if rep and links_from else r["scenario"]
+        name = with_version(r, r["scenario"]) if versions else r["scenario"]
+        link = f"[{name}]({_relative(rep, links_from)})" if rep and links_from else name
         order = f"{r.get('ordering_violations', '-')} ({r.get('ordering') or '-'})"
         lines.append("| " + " | ".join(str(x) for x in (
             r.get("id") or "-", link, r.get("attempted", "-"), r.get("confirmed", "-"), r.get("lost", "-"),
@@ -140,8 +167,10 @@ def junit(rows: list[dict], name: str = "mqchaos-catalogue") -> str:
     """One testcase per scenario run: a prediction that did not hold is a failure (with the
     figures), a harness error is an error, a run that could not decide is skipped."""
     cases, failures, errors, skipped = [], 0, 0, 0
+    versions = several_versions(rows)
     for r in rows:
-        cname = f"{r['scenario']}" + (f" #{r['repeat']}" if r.get("repeat") else "")
+        cname = with_version(r, r["scenario"]) if versions else r["scenario"]
+        cname += f" #{r['repeat']}" if r.get("repeat") else ""
         figures = (f"attempted={r.get('attempted')} confirmed={r.get('confirmed')} lost={r.get('lost')} "
                    f"duplicated={r.get('duplicated')} ordering_violations={r.get('ordering_violations')} "
                    f"unavailable_s={r.get('unavailable_s')} measurement={_fmt(r.get('measurement'))} "
@@ -184,13 +213,15 @@ INDEX_HEAD = ["id", "scenario", "verdict", "attempted", "confirmed", "lost", "du
 def index_html(rows: list[dict], out: Path, title: str) -> str:
     """The batch's page: one row per run, its verdict, a link to its report."""
     items = []
+    versions = several_versions(rows)
     for r in rows:
         cls = ("undecided" if r.get("harness_error") or r.get("prediction") is None
                else "held" if r.get("prediction") else "failed")
         rep = r.get("report")
         link = os.path.relpath(Path(rep).with_name(store.REPORT_HTML), out) if rep else None
+        name = with_version(r, r["scenario"]) if versions else r.get("scenario")
         items.append({"cls": cls, "link": link, "cells": [
-            r.get("id") or "-", r.get("scenario"), verdict_text(r), r.get("attempted", "-"), r.get("confirmed", "-"),
+            r.get("id") or "-", name, verdict_text(r), r.get("attempted", "-"), r.get("confirmed", "-"),
             r.get("lost", "-"), r.get("duplicated", "-"), _fmt(r.get("unavailable_s")), _fmt(r.get("measurement")),
             _fmt(r.get("expect")), r.get("seconds", "-")]})
     held = sum(1 for i in items if i["cls"] == "held")

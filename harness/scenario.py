@@ -94,6 +94,50 @@ def versions_option(values: tuple[str, ...] | list[str] | str | None) -> dict[st
     return out
 
 
+def matrix_versions_option(values: tuple[str, ...] | list[str] | str | None) -> dict[str, list[str]]:
+    """``mqchaos matrix --versions`` values as {broker: [versions, in the order given]}, for
+    every broker: ``BROKER=V1,V2`` lists one broker's versions (a bare version after it in
+    the same value is that broker's too), a bare ``V`` stands for every broker that has it
+    (as ``--version`` does), ``all`` (``BROKER=all``) for every version; a broker named in
+    none gets every version it has. Each version is checked as ``--version`` is (the one
+    rule); ValueError naming the value, the version and the broker's known versions."""
+    values = [values] if isinstance(values, str) else list(values or [])
+    out: dict[str, list[str]] = {}
+
+    def add(kind: str, version: str, value: str) -> None:
+        plugin = brokers.get(kind)
+        wanted = list(plugin.generations) if version == "all" else [version]
+        for v in wanted:
+            try:
+                v, _ = plugin.version(cli=v, env={})  # the same check as --version's
+            except ValueError as e:
+                raise ValueError(f"--versions {value}: {str(e).removeprefix('--version: ')}") from None
+            if v not in out.setdefault(kind, []):
+                out[kind].append(v)
+
+    for value in values:
+        current = None  # the broker a bare version after BROKER=V belongs to
+        for token in (t.strip() for t in value.split(",")):
+            if not token:
+                continue
+            kind, sep, version = token.partition("=")
+            if sep:
+                if kind not in brokers.KINDS:
+                    raise ValueError(f"--versions {value}: no broker {kind!r} (one of {', '.join(brokers.KINDS)})")
+                current = kind
+                add(kind, version, value)
+            elif current is not None:
+                add(current, token, value)
+            else:
+                kinds = [k for k in brokers.KINDS if token == "all" or token in brokers.get(k).generations]
+                if not kinds:
+                    known = "; ".join(f"{k}: {', '.join(brokers.get(k).generations)}" for k in brokers.KINDS)
+                    raise ValueError(f"--versions {value}: no broker has version {token!r} ({known})")
+                for k in kinds:
+                    add(k, token, value)
+    return {k: out.get(k) or list(brokers.get(k).generations) for k in brokers.KINDS}
+
+
 def parse(data: Any, source: str = "scenario", version: str | dict[str, str] | None = None,
           env: dict[str, str] | None = None) -> Scenario:
     """``data`` validated into its broker's scenario model. ``version`` (--version; a mapping:
@@ -171,13 +215,17 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|Tr
                               list("tTfF"))
 
 
-def load(path: str | Path, version: str | dict[str, str] | None = None) -> Scenario:
-    """The scenario file at ``path``; ``version``: --version (see ``parse``)."""
+def read(path: str | Path) -> Any:
+    """The YAML data of the scenario file at ``path``, not yet validated."""
     path = Path(path)
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a safe loader
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a safe loader
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
     except yaml.YAMLError as e:
         raise ScenarioError(f"{path}: not valid YAML: {e}") from None
-    return parse(data, str(path), version=version)
+
+
+def load(path: str | Path, version: str | dict[str, str] | None = None) -> Scenario:
+    """The scenario file at ``path``; ``version``: --version (see ``parse``)."""
+    return parse(read(path), str(path), version=version)

@@ -14,6 +14,10 @@ EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
 # A run whose claim does not exist in the broker's version (the feature it is about was
 # removed): it brings no cluster up, decides nothing, and exits EXIT_UNKNOWN with the reason.
 NOT_APPLICABLE = "not-applicable"
+# A version matrix's cell whose version refuses the scenario at load time (``version_problems``:
+# a setting the version does not boot with; a mode the plug-in does not bring up yet): nothing
+# ran, it decides nothing (EXIT_UNKNOWN) and it is no finding.
+REFUSED = "refused"
 
 Verdict = bool | None
 
