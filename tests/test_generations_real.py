@@ -38,3 +38,32 @@ def test_rabbitmq_version_runs_a_scenario(tmp_path, version):
     assert m["delivery_limit"] == 20  # 4.x's default: recorded, not assumed
     # the killed leader's node cannot take a metadata write; the other two can
     assert len(m["metadata_write_ok"]) == 2 and len(m["metadata_write_failed"]) == 1, m
+
+
+def _kafka_leader_kill(version):
+    return parse({
+        "name": f"gen-kafka-{version}", "broker": "kafka", "version": version,
+        "cluster": {"min.insync.replicas": 2},
+        "topic": {"name": "gent", "partitions": 1, "replication_factor": 3},
+        "workload": {"producers": 2, "rate": 100, "acks": "all"},
+        "timing": {"warmup": 2, "duration": 14, "recovery": 5, "drain_idle": 2},
+        "nemesis": [{"at": 0, "fault": "kill", "targets": "leader"},
+                    {"at": 6, "fault": "start", "targets": "all"}],
+        "expect": {"lost": 0, "new_leader_elected": True},
+    })
+
+
+@pytest.mark.parametrize("version", ["3.9-kraft", "4.1"])
+def test_kafka_kraft_version_runs_a_scenario(tmp_path, version):
+    code, run = run_scenario(_kafka_leader_kill(version), results=tmp_path)
+    assert run.info["status"] == "completed", run.info
+    info = json.loads((run.dir / "run.json").read_text())
+    assert info["params"]["version"] == version
+    jar = {"3.9-kraft": "kafka_2.13-3.9.1.jar", "4.1": "kafka_2.13-4.1.1.jar"}[version]
+    assert info["brokers"]["kafka"] == jar, info["brokers"]
+    # three KRaft nodes and no ZooKeeper ensemble
+    assert sorted(run.cluster.nodes()) == ["kafka1", "kafka2", "kafka3"]
+    check = json.loads((run.dir / "check.json").read_text())
+    assert check["ok"] > 0 and check["lost"] == 0 and code == 0, (code, check)
+    m = info["measurements"]
+    assert m["new_leader_elected"] is True and m["controller_changes"] is not None
