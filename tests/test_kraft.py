@@ -331,6 +331,8 @@ def test_zookeeper_settings_and_foreign_ports_are_refused_naming_the_field():
     with pytest.raises(ScenarioError, match="cluster.zookeeper.connection.timeout.ms: Kafka 3.9-kraft runs in KRaft"):
         parse(scenario([], cluster={"zookeeper.connection.timeout.ms": 9000}), version="3.9-kraft", env={})
     assert parse(scenario([], cluster={"zookeeper.session.timeout.ms": 9000}), version="3.9", env={})
+    # the default, as run.json's copy of every scenario carries it, is no claim: it loads
+    assert parse(scenario([], cluster={"zookeeper_session_timeout_ms": 6000}), version="4.1", env={})
     cut = {"at": 0, "fault": "partition", "targets": {"isolate": "leader"}, "params": {"ports": "controller"}}
     assert parse(scenario([cut]), version="4.1", env={}).nemesis == [cut]
     with pytest.raises(ScenarioError, match=r"partition at 0s: params.ports: no traffic 'controller' to cut"):

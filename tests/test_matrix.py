@@ -138,7 +138,7 @@ def files(tmp_path):
     d.mkdir()
     return [
         # a ZooKeeper setting: refused at load on a KRaft version
-        _write(d, "K90-kafka", "id: K90\nbroker: kafka\ncluster: {zookeeper.session.timeout.ms: 6000}\n"
+        _write(d, "K90-kafka", "id: K90\nbroker: kafka\ncluster: {zookeeper.session.timeout.ms: 9000}\n"
                                "expect: {lost: 0}\n"),
         _write(d, "R90-mirrored", "id: R90\nbroker: rabbitmq\nqueue: {type: mirrored, policy: {ha-mode: all}}\n"
                                   "expect: {lost: 0}\n"),

@@ -106,7 +106,10 @@ class KafkaScenario(BaseScenario):
         them, and a claim resting on them would not be tested)."""
         if has(self.version, ZOOKEEPER):
             return []
-        named = ["zookeeper_session_timeout_ms"] if "zookeeper_session_timeout_ms" in self.cluster.model_fields_set else []
+        # a value other than the default: run.json's copy of a scenario carries every default
+        field = type(self.cluster).model_fields["zookeeper_session_timeout_ms"]
+        named = (["zookeeper_session_timeout_ms"]
+                 if self.cluster.zookeeper_session_timeout_ms != field.default else [])
         named += [k for k in self.cluster.extra if k.startswith("zookeeper.")]
         return [f"cluster.{k}: Kafka {self.version} runs in KRaft mode, without ZooKeeper" for k in named]
 
