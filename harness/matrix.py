@@ -148,18 +148,6 @@ def only(m: dict, wanted: set[str]) -> dict:
 
 # ---- text ------------------------------------------------------------------------------------
 
-def _plain(text) -> str:
-    """Text fit for a Markdown cell."""
-    return "-" if text is None else str(text).replace("|", "/").replace("\n", " ")
-
-
-def _relative(path: str, root: Path) -> str:
-    try:
-        return str(Path(path).relative_to(root))
-    except ValueError:
-        return path
-
-
 def _pct(x: float) -> str:
     return f"{x * 100:.0f} %"
 
@@ -208,11 +196,11 @@ def notes(m: dict) -> list[str]:
     for t in m["tables"]:
         for row in t["rows"]:
             for v, c in row["cells"].items():
-                why = Counter(_plain(r.get("reason") or r.get("status")) for r in c["runs"] if not decided(r))
+                why = Counter(R.md_cell(r.get("reason") or r.get("status")) for r in c["runs"] if not decided(r))
                 for reason, n in why.items():
                     times = f" ({n} of {c['total']} runs)" if c["total"] > 1 else ""
                     out.append(f"- {row.get('id') or row['scenario']} on {t['broker']} {v}{times}: {reason}")
-    return out + [f"- {i['file']}: invalid scenario file: {_plain(i['reason'])}" for i in m.get("invalid", [])]
+    return out + [f"- {i['file']}: invalid scenario file: {R.md_cell(i['reason'])}" for i in m.get("invalid", [])]
 
 
 def markdown_lines(m: dict, links_from: Path | None = None) -> list[str]:
@@ -230,11 +218,11 @@ def markdown_lines(m: dict, links_from: Path | None = None) -> list[str]:
             cells = []
             for v in vs:
                 c = row["cells"].get(v)
-                text = _plain(cell_text(c))
+                text = R.md_cell(cell_text(c))
                 rep = c["runs"][0].get("report") if c and c["total"] == 1 else None
                 if rep and links_from is not None and c["state"] not in (REFUSED,):
                     head, _, tail = text.partition(":")
-                    text = f"[{head}]({_relative(rep, links_from)})" + (f":{tail}" if tail else "")
+                    text = f"[{head}]({R.relative(rep, links_from)})" + (f":{tail}" if tail else "")
                 cells.append(text)
             lines.append(f"| {row.get('id') or '-'} | {row['scenario']} | " + " | ".join(cells) + " |")
     why = notes(m)

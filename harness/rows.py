@@ -129,12 +129,12 @@ def table_lines(rows: list[dict], links_from: Path | None = None) -> list[str]:
     for r in rows:
         rep = r.get("report")
         name = with_version(r, r["scenario"]) if versions else r["scenario"]
-        link = f"[{name}]({_relative(rep, links_from)})" if rep and links_from else name
+        link = f"[{name}]({relative(rep, links_from)})" if rep and links_from else name
         order = f"{r.get('ordering_violations', '-')} ({r.get('ordering') or '-'})"
         lines.append("| " + " | ".join(str(x) for x in (
             r.get("id") or "-", link, r.get("attempted", "-"), r.get("confirmed", "-"), r.get("lost", "-"),
             r.get("duplicated", "-"), order, _fmt(r.get("unavailable_s")), _fmt(r.get("measurement")),
-            _fmt(r.get("expect")), verdict_text(r), _cell(r.get("decided_by") or r.get("reason")),
+            _fmt(r.get("expect")), verdict_text(r), md_cell(r.get("decided_by") or r.get("reason")),
             r.get("seconds"))) + " |")
     return lines
 
@@ -152,11 +152,13 @@ def splice(doc: str, name: str, table: list[str], source: str) -> str:
     return head + begin + "\n" + "\n".join(body) + "\n" + end + tail
 
 
-def _cell(text) -> str:
+def md_cell(text) -> str:
+    """Text fit for a Markdown cell."""
     return "-" if text is None else str(text).replace("|", "/").replace("\n", " ")
 
 
-def _relative(path: str, root: Path) -> str:
+def relative(path: str, root: Path) -> str:
+    """``path`` relative to ``root`` where it lies below it, else as it is."""
     try:
         return str(Path(path).relative_to(root))
     except ValueError:

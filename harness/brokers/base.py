@@ -680,6 +680,13 @@ VERSION_SOURCES = ("cli", "scenario", "env", "default")
 VERSION_LABEL = "mqchaos.version"  # on the images ``mqchaos images`` builds: the generation
 
 
+def named_generation(generations: dict[str, Generation], version: str | None) -> Generation:
+    """The generation named ``version`` among a plug-in's (None: its default one)."""
+    if version is None:
+        return next(g for g in generations.values() if g.default)
+    return generations[version]
+
+
 def version_env(broker: str) -> str:
     """The environment variable that picks ``broker``'s version (MQCHAOS_RABBITMQ_VERSION)."""
     return f"MQCHAOS_{broker.upper()}_VERSION"
@@ -759,11 +766,9 @@ class Broker(abc.ABC):
 
     def generation(self, version: str | None = None) -> Generation:
         """The generation named ``version`` (None: the default one)."""
-        if version is None:
-            return next(g for g in self.generations.values() if g.default)
-        if version not in self.generations:
+        if version is not None and version not in self.generations:
             raise ValueError(f"{version!r} is not a {self.name} version (one of {', '.join(self.generations)})")
-        return self.generations[version]
+        return named_generation(self.generations, version)
 
     def version(self, cli: Any = None, scenario: Any = None, env: dict[str, str] | None = None) -> tuple[str, str]:
         """The version to run and where it came from (``choose_version``: the one rule)."""

@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from harness.brokers.base import Generation
+from harness.brokers.base import Generation, named_generation
 
 # Features of Kafka the plug-in uses (``Generation.lacks`` names those a version lacks).
 ZOOKEEPER = "zookeeper"   # the cluster metadata lives in a ZooKeeper ensemble (zk1..3)
@@ -28,9 +28,7 @@ GENERATIONS = {g.name: g for g in (
 
 def generation(version: str | None) -> Generation:
     """The generation named ``version`` (None: the default, 3.9 with ZooKeeper)."""
-    if version is None:
-        return next(g for g in GENERATIONS.values() if g.default)
-    return GENERATIONS[version]
+    return named_generation(GENERATIONS, version)
 
 
 def has(version: str | None, feature: str) -> bool:

@@ -13,7 +13,7 @@ says or fails to build. trixie renamed libfuse2 to libfuse2t64.
 """
 from __future__ import annotations
 
-from harness.brokers.base import POWER_LOSS, Generation
+from harness.brokers.base import POWER_LOSS, Generation, named_generation
 
 # Features of RabbitMQ the plug-in uses (``Generation.lacks`` names those a version lacks).
 MIRRORED_QUEUES = "mirrored_queues"                  # classic queue mirroring (ha-* policies)
@@ -63,9 +63,7 @@ REFUSED_KEYS = {
 
 def generation(version: str | None) -> Generation:
     """The generation named ``version`` (None: the default, 3.10)."""
-    if version is None:
-        return next(g for g in GENERATIONS.values() if g.default)
-    return GENERATIONS[version]
+    return named_generation(GENERATIONS, version)
 
 
 def has(version: str | None, feature: str) -> bool:

@@ -81,14 +81,14 @@ class RabbitProbes(Probes):
                 out = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
             self._metadata[ep.node] = {**out, "s": round(time.monotonic() - t0, 2)}
         # daemons: a declare still blocked at the timeout stays so until the cluster goes down
-        self._metadata_threads = [threading.Thread(target=declare, args=(ep,), daemon=True)
-                                  for ep in endpoints(self.cluster)]
-        for t in self._metadata_threads:
+        eps = endpoints(self.cluster)
+        threads = [threading.Thread(target=declare, args=(ep,), daemon=True) for ep in eps]
+        for t in threads:
             t.start()
         deadline = time.monotonic() + p.timeout
-        for t in self._metadata_threads:
+        for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
-        for ep in endpoints(self.cluster):
+        for ep in eps:
             self._metadata.setdefault(ep.node, {"ok": False, "error": f"no answer in {p.timeout:g} s",
                                                 "s": p.timeout})
 
