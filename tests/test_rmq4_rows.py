@@ -86,7 +86,7 @@ def test_declare_arguments():
 
 @pytest.mark.parametrize("version,args,limit", [
     ("3.10", {}, -1), ("3.10", {"x-delivery-limit": 20}, 20), ("4.0", {}, 20), ("4.0", {"x-delivery-limit": -1}, -1),
-    ("4.3", {}, -1), ("4.3", {"x-delivery-limit": 5}, -1)])
+    ("4.3", {}, 20), ("4.3", {"x-delivery-limit": 5}, 5)])
 def test_reject_limit_by_version(version, args, limit):
     sc = scenario({"type": "quorum", "arguments": args}, version=version)
     assert sc.reject_limit() == limit
@@ -95,27 +95,39 @@ def test_reject_limit_by_version(version, args, limit):
     assert stream().reject_limit() is None
 
 
+@pytest.mark.parametrize("version,args,limit", [
+    ("3.10", {}, -1), ("3.10", {"x-delivery-limit": 20}, 20), ("4.0", {}, 20), ("4.3", {}, -1),
+    ("4.3", {"x-delivery-limit": 5}, -1)])
+def test_a_nack_counts_everywhere_but_on_4_3(version, args, limit):
+    nack = {"poison": {"every": 10, "give_up_after": 50, "method": "nack"}}
+    assert scenario({"type": "quorum", "arguments": args}, version=version, workload=nack).reject_limit() == limit
+
+
 def test_the_consumer_must_not_give_up_before_the_broker_acts():
     with pytest.raises(ScenarioError, match="workload.poison.give_up_after: 21, but RabbitMQ 4.0 takes 21 requeues"):
         scenario(workload={"poison": {"every": 10, "give_up_after": 21}})
     assert scenario(workload={"poison": {"every": 10, "give_up_after": 22}}).workload.poison.give_up_after == 22
     # nothing drops it: any bound ends the drain
-    assert scenario(workload={"poison": {"every": 10, "give_up_after": 2}}, version="4.3")
+    assert scenario(workload={"poison": {"every": 10, "give_up_after": 2, "method": "nack"}}, version="4.3")
+    with pytest.raises(ScenarioError, match="RabbitMQ 4.3 takes 21 requeues"):
+        scenario(workload={"poison": {"every": 10, "give_up_after": 2}}, version="4.3")
 
 
 def test_a_requirement_the_version_decides_makes_the_row_not_applicable():
     need = {"require": {"reject_limit": 20}, "expect": {"lost": 0}}
     assert scenario(**need).not_applicable() is None
     assert "no delivery limit" in scenario(version="3.10", **need).not_applicable()
-    assert "a requeueing reject is free" in scenario(version="4.3", **need).not_applicable()
+    assert scenario(version="4.3", **need).not_applicable() is None
+    nack = {"poison": {"every": 10, "give_up_after": 50, "method": "nack"}}
+    assert "a basic.nack with requeue is free" in scenario(version="4.3", workload=nack, **need).not_applicable()
     assert scenario({"type": "quorum", "arguments": {"x-delivery-limit": 20}}, version="3.10",
                     **need).not_applicable() is None
 
 
 ROWS = {"S1": {"3.10": None, "4.0": None, "4.3": None},
-        "D1": {"3.10": "no delivery limit", "4.0": None, "4.3": "free"},
+        "D1": {"3.10": "no delivery limit", "4.0": None, "4.3": None},
         "D1b": {"3.10": None, "4.0": "gives 20", "4.3": None},
-        "D2": {"3.10": None, "4.0": None, "4.3": "free"}}
+        "D2": {"3.10": None, "4.0": None, "4.3": None}}
 
 
 @pytest.mark.parametrize("rid", sorted(ROWS))
@@ -162,7 +174,7 @@ class Writer:
 
 class Channel:
     def __init__(self):
-        self.acked, self.rejected = [], []
+        self.acked, self.rejected, self.nacked = [], [], []
 
     def basic_ack(self, tag):
         self.acked.append(tag)
@@ -170,6 +182,10 @@ class Channel:
     def basic_reject(self, tag, requeue):
         assert requeue is True
         self.rejected.append(tag)
+
+    def basic_nack(self, tag, requeue):
+        assert requeue is True
+        self.nacked.append(tag)
 
 
 def deliver(consumer, ch, tag, msg_id, seq, headers, redelivered=False):
@@ -195,6 +211,12 @@ def test_the_consumer_rejects_poison_until_it_gives_up_and_takes_the_rest():
     plain, ch2 = consumer(), Channel()
     deliver(plain, ch2, 1, "p0-4", 4, {"poison": True})
     assert ch2.acked == [1] and not plain.writer.records[0].get("rejected")
+    # poison.method nack: handed back by basic.nack (4.3 does not count it), recorded the same
+    n, ch3 = consumer(give_up_after=2, nack=True), Channel()
+    for tag in (1, 2):
+        deliver(n, ch3, tag, "p0-4", 4, {"poison": True}, redelivered=tag > 1)
+    assert ch3.nacked == [1] and ch3.rejected == [] and ch3.acked == [2]
+    assert [bool(r.get("rejected")) for r in n.writer.records] == [True, False]
 
 
 def test_the_stream_consumer_keeps_its_offset_and_consumes_from_after_it():

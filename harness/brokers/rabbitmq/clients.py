@@ -245,9 +245,11 @@ class RabbitConsumer(Worker):
                  clock: RunClock, stop_all: threading.Event, *, prefetch: int = 50,
                  auto_ack: bool = False, cancel_on_failover: bool = True, first: int = 0,
                  backoff: float = 0.5, arguments: dict | None = None, delay: float = 0.0,
-                 stream: bool = False, give_up_after: int | None = None, marks: dict | None = None):
+                 stream: bool = False, give_up_after: int | None = None, marks: dict | None = None,
+                 nack: bool = False):
         super().__init__(name, writer, clock, stop_all)
         self.stream, self.give_up_after, self.marks = stream, give_up_after, dict(marks or {})
+        self.nack = nack  # hand poison back with basic.nack, not basic.reject (4.3 counts only the latter)
         self.last_offset: int | None = None    # a stream's: the highest offset recorded
         self.poison_seen: dict[str, int] = {}  # poison msg_id -> its deliveries to this consumer
         self.delay = delay
@@ -337,8 +339,11 @@ class RabbitConsumer(Worker):
                                          offset=offset, node=self.node, producer=producer, seq=seq, **marks))
         if isinstance(offset, int):
             self.last_offset = offset if self.last_offset is None else max(self.last_offset, offset)
-        if marks.get("rejected"):  # handed back: the queue counts it toward its delivery limit
-            ch.basic_reject(method.delivery_tag, requeue=True)
+        if marks.get("rejected"):  # handed back: the queue may count it toward its delivery limit
+            if self.nack:
+                ch.basic_nack(method.delivery_tag, requeue=True)
+            else:
+                ch.basic_reject(method.delivery_tag, requeue=True)
             return
         self.stats.add("delivered")
         if not self.auto_ack:

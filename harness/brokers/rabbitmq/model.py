@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 from harness.brokers.rabbitmq.cluster import RabbitConfig
 from harness.brokers.rabbitmq.generations import (DELIVERY_LIMIT_DEFAULT, MIRRORED_QUEUES, MIRRORING_REMOVED,
                                                   PARTITION_HANDLING, PARTITION_HANDLING_GONE, REFUSED_KEYS,
-                                                  REQUEUE_COUNTS, REQUEUES_FREE, has)
+                                                  NACK_COUNTS, NACKS_FREE, has)
 from harness.expect import judge
 from harness.probes import spread_names
 from harness.spec import BaseScenario, BaseWorkload, Strict
@@ -123,12 +123,16 @@ class QueueSpec(Strict):
 
 class Poison(Strict):
     """Every ``every``-th message of each producer (seq every-1, 2*every-1, ...) is poison
-    (header and produce records say so): the consumers reject it with requeue each time it
-    comes, and take it (acknowledge it, recorded ``gave_up``) on its ``give_up_after``-th
-    delivery to one of them, so a version that never drops it (no delivery limit counting
-    requeues: 3.10 without x-delivery-limit, 4.3) still ends its drain."""
+    (header and produce records say so): the consumers hand it back with requeue each time it
+    comes (basic.reject, or basic.nack: ``method``), and take it (acknowledge it, recorded
+    ``gave_up``) on its ``give_up_after``-th delivery to one of them, so a version that never
+    drops it (no delivery limit counting the returns: 3.10 without x-delivery-limit, a nack on
+    4.3) still ends its drain."""
     every: int = Field(ge=2, le=1_000_000)
     give_up_after: int = Field(50, ge=2, le=1000)
+    method: Literal["reject", "nack"] = Field("reject", description="how a consumer hands a poison message "
+                                              "back: 4.3 counts a basic.reject toward the delivery limit, "
+                                              "not a basic.nack")
 
 
 class RabbitWorkload(BaseWorkload):
@@ -337,7 +341,7 @@ class RabbitScenario(BaseScenario):
         facts = self.version_facts()
         for key, wanted in self.require.items():
             if facts.get(key) is not None and judge(wanted, facts[key]) is False:
-                why = (REQUEUES_FREE if key == "reject_limit" and not has(self.version, REQUEUE_COUNTS)
+                why = (NACKS_FREE if key == "reject_limit" and self._nacks() and not has(self.version, NACK_COUNTS)
                        else "no delivery limit, set or by default" if facts["delivery_limit"] == -1 else "")
                 return (f"the claim requires {key} {wanted}, RabbitMQ {self.version} gives {facts[key]}"
                         + (f" ({why})" if why else ""))
@@ -371,13 +375,16 @@ class RabbitScenario(BaseScenario):
         return -1 if limit is None else int(limit)
 
     def reject_limit(self) -> int | None:
-        """How many requeueing rejects a quorum queue counts toward its delivery limit before
-        it drops or dead-letters a message (it acts on the one after): the delivery limit where
-        requeues count, -1 when nothing does (no limit, or 4.3: requeues are free); None for
-        other queue types."""
+        """How many of the consumers' requeueing returns (reject or nack: poison.method) a
+        quorum queue counts toward its delivery limit before it drops or dead-letters a message
+        (it acts on the one after): the delivery limit where they count, -1 when nothing does
+        (no limit, or a nack on 4.3); None for other queue types."""
         if self.queue.type != "quorum":
             return None
-        return self.delivery_limit() if has(self.version, REQUEUE_COUNTS) else -1
+        return -1 if self._nacks() and not has(self.version, NACK_COUNTS) else self.delivery_limit()
+
+    def _nacks(self) -> bool:
+        return self.workload.poison is not None and self.workload.poison.method == "nack"
 
     def version_facts(self) -> dict[str, int | None]:
         """The measurements the version and the declaration alone decide (VERSION_FACTS)."""

@@ -129,7 +129,8 @@ def consumers(run, names: list[str] | None = None, delay: float | None = None) -
                            first=0 if pinned else i + 1,
                            delay=w.consumer_delay if delay is None else delay,
                            stream=sc.queue.type == "stream",
-                           give_up_after=w.poison.give_up_after if w.poison else None)
+                           give_up_after=w.poison.give_up_after if w.poison else None,
+                           nack=bool(w.poison and w.poison.method == "nack"))
             for i, name in enumerate(names)]
 
 
