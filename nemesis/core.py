@@ -32,10 +32,14 @@ from typing import Any
 from harness import brokers, store
 from harness.brokers.base import NodeExitedError
 from harness.history import JsonlWriter, RunClock
+from harness.util import wait_until
 from nemesis import faults as F
 from nemesis import net
 from nemesis.schedule import CLOSING, FAULTS, Step, parse
-from nemesis.targets import resolve
+from nemesis.targets import NoNodeNow, resolve
+
+# How long a fault waits for a role that names no node at the moment it is due.
+TARGET_WAIT_S = 15.0
 
 STATE_FILE = store.NEMESIS_STATE
 LOG_FILE = store.NEMESIS_LOG
@@ -152,6 +156,28 @@ class Nemesis:
         self._save_state()
         log(f"{f.fault} {f.targets} over at t={f.t_end:.1f}")
 
+    def _plan(self, f: F.Fault, st: Step) -> None:
+        """Resolve the step's targets into the fault's plan. A role may name no node for a
+        moment (its leader or controller being elected: K9-kraft on 3.9, where the cut
+        voter's return forced an election): then wait for one, bounded, with the random
+        draws replayed so the seed picks the same nodes, and record the wait."""
+        rng_state, t0, last = self.rng.getstate(), time.monotonic(), []
+
+        def plan() -> bool:
+            try:
+                self.rng.setstate(rng_state)
+                F.PLANNERS[st.fault](self._ctx(), f, st.targets, dict(st.params))
+                return True
+            except NoNodeNow as e:
+                last[:] = [e]
+                return False
+        try:
+            wait_until(plan, TARGET_WAIT_S, "", interval=0.25, reraise=(Exception,))
+        except TimeoutError:
+            raise NoNodeNow(f"{last[0]} (waited {TARGET_WAIT_S:g} s)") from None
+        if last:
+            f.details["target_wait_s"] = round(time.monotonic() - t0, 2)
+
     def _ctx(self) -> F.Ctx:
         return F.Ctx(self.cluster, self.rng, self.clock.now, self.subject)
 
@@ -178,7 +204,7 @@ class Nemesis:
             self._n += 1
             f = F.Fault(id=f"f{self._n}", fault=st.fault, targets=[],
                         details={"spec": st.targets, "params": dict(st.params)})
-            F.PLANNERS[st.fault](self._ctx(), f, st.targets, dict(st.params))
+            self._plan(f, st)  # under the lock: a heal waits for it, at most TARGET_WAIT_S
             if st.duration is not None:
                 f.details["duration"] = st.duration
             if condition:

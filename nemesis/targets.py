@@ -34,6 +34,10 @@ class TargetError(ValueError):
     """A target expression is malformed or names nothing."""
 
 
+class NoNodeNow(TargetError):
+    """A role that names no node at this moment (a leader or controller being elected)."""
+
+
 def resolve_one(cluster: Any, expr: str, rng: random.Random, subject: str | None = None) -> list[str]:
     if " except " in expr and not expr.startswith(("random:", "others:")):
         keep, _, drop = expr.partition(" except ")
@@ -75,7 +79,7 @@ def resolve_one(cluster: Any, expr: str, rng: random.Random, subject: str | None
 def _some(expr: str, found: Iterable[str | None]) -> list[str]:
     out = [n for n in found if n]
     if not out:
-        raise TargetError(f"{expr!r} names no node right now")
+        raise NoNodeNow(f"{expr!r} names no node right now")
     return out
 
 

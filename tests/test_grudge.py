@@ -553,3 +553,46 @@ def test_sides_of_a_cut():
     assert g.sides({}, nodes) == [nodes]
     # one-way drops part the nodes too (neither side hears the other)
     assert g.sides({"n1": {"n2", "n3"}}, nodes) == [["n1"], ["n2", "n3"]]
+
+
+class ElectingRabbit(FakeRabbit):
+    """The queue has no master for the first ``empty`` role reads (an election in flight)."""
+
+    def __init__(self, tmp_path, empty):
+        super().__init__(tmp_path)
+        self.empty, self.reads = empty, 0
+
+    def role(self, name, arg):
+        self.reads += 1
+        return [] if self.reads <= self.empty else ["rabbit2"]
+
+
+def test_a_fault_waits_for_a_role_being_elected_and_records_the_wait(tmp_path):
+    from harness.history import RunClock
+    from nemesis import core
+    from nemesis.targets import NoNodeNow
+    c = ElectingRabbit(tmp_path, empty=2)
+    with core.Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, subject="q",
+                      seed=3) as nem:
+        f = nem.apply("partition", {"isolate": "queue_master"})
+        assert f.details["grudge"]["rabbit2"] == ["rabbit1", "rabbit3"]
+        assert 0.4 <= f.details["target_wait_s"] < 5 and c.reads == 3
+        nem.end(f)
+        # the random draw after a wait is the one the seed gives without a wait
+        r = nem.apply("kill", "random:1")
+        nem.apply("start", r.targets)
+    with core.Nemesis(FakeRabbit(tmp_path), tmp_path, clock=RunClock(), settle=0, handle_signals=False,
+                      subject="q", seed=3) as nem2:
+        g = nem2.apply("partition", {"isolate": "queue_master"})
+        assert "target_wait_s" not in g.details
+        nem2.end(g)
+        assert nem2.apply("kill", "random:1").targets == r.targets
+    # a role that stays empty: a clear error once the bound is spent
+    old, core.TARGET_WAIT_S = core.TARGET_WAIT_S, 0.5
+    try:
+        with core.Nemesis(ElectingRabbit(tmp_path, empty=10**6), tmp_path, clock=RunClock(), settle=0,
+                          handle_signals=False, subject="q") as nem3:
+            with pytest.raises(NoNodeNow, match="names no node right now .*waited 0.5 s"):
+                nem3.apply("partition", {"isolate": "queue_master"})
+    finally:
+        core.TARGET_WAIT_S = old

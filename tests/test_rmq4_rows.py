@@ -393,3 +393,14 @@ def test_a_copy_written_before_the_flags_reads_them_as_absent(spark, tmp_path):
     assert got["lost"] == ref["lost"] == 2 and got["delivered"] == ref["delivered"]
     assert all(got[k] == 0 for k in ("poison", "lost_poison", "dead_lettered", "gave_up", "rejections"))
     assert got["lost_other"] == 2
+
+
+def test_the_observer_reads_a_stream_leader_on_every_version():
+    from harness.brokers.rabbitmq.observe import master_of
+    # 3.10's management API gives a stream no "leader"; its "node" moved with the writer
+    # (S1 on 3.10, 2026-11-24: the kill's target rabbit1, the next fault's rabbit2)
+    assert master_of({"type": "stream", "node": "rabbit@rabbit2"}) == "rabbit2"
+    assert master_of({"type": "stream", "leader": "rabbit@rabbit3", "node": "rabbit@rabbit1"}) == "rabbit3"
+    # a quorum queue electing a leader has none, whatever node the record names
+    assert master_of({"type": "quorum", "leader": None, "node": "rabbit@rabbit1"}) is None
+    assert master_of({"type": "classic", "node": "rabbit@rabbit1"}) == "rabbit1"

@@ -18,8 +18,13 @@ def _view(cluster, node: str, queue: str) -> dict | None:
         return None
 
 
-def _master(q: dict) -> str | None:
-    return short_node(q.get("leader") if q.get("type") in REPLICATED else q.get("node"))
+def master_of(q: dict) -> str | None:
+    """The queue's master / leader as a node reports it: a quorum queue's ``leader`` (none
+    while it elects one); a stream's ``leader``, or on 3.10, which reports none for a stream,
+    its ``node`` (the writer's; the role resolver reads it so too); a classic queue's ``node``."""
+    if q.get("type") == "quorum":
+        return short_node(q.get("leader"))
+    return short_node(q.get("leader") or q.get("node"))
 
 
 def sample(cluster, sc) -> dict:
@@ -31,12 +36,12 @@ def sample(cluster, sc) -> dict:
     q = next((v for v in views.values() if v), None)
     if not q:
         return {"master": None}
-    out = {"views": {n: _master(v) for n, v in views.items() if v}}
+    out = {"views": {n: master_of(v) for n, v in views.items() if v}}
     if q.get("type") in REPLICATED:
-        return {"master": _master(q), **out,
+        return {"master": master_of(q), **out,
                 "members": sorted(short_node(n) for n in q.get("members") or []),
                 "online": sorted(short_node(n) for n in q.get("online") or [])}
-    return {"master": _master(q), **out,
+    return {"master": master_of(q), **out,
             "mirrors": sorted(short_node(n) for n in q.get("slave_nodes") or []),
             "synchronised": sorted(short_node(n) for n in q.get("synchronised_slave_nodes") or [])}
 
