@@ -396,7 +396,7 @@ def test_a_copy_written_before_the_flags_reads_them_as_absent(spark, tmp_path):
 
 
 def test_the_observer_reads_a_stream_leader_on_every_version():
-    from harness.brokers.rabbitmq.observe import master_of
+    from harness.brokers.rabbitmq.cluster import master_of
     # 3.10's management API gives a stream no "leader"; its "node" moved with the writer
     # (S1 on 3.10, 2026-11-24: the kill's target rabbit1, the next fault's rabbit2)
     assert master_of({"type": "stream", "node": "rabbit@rabbit2"}) == "rabbit2"

@@ -121,6 +121,15 @@ def short_node(erl: str | None) -> str | None:
     return erl.split("@", 1)[1] if erl and "@" in erl else erl
 
 
+def master_of(q: dict) -> str | None:
+    """A queue's master / leader from a node's management record: a quorum queue's
+    ``leader`` (none while it elects one); a stream's ``leader``, or on 3.10, which reports
+    none for a stream, its ``node`` (the writer's); a classic queue's ``node``."""
+    if q.get("type") == "quorum":
+        return short_node(q.get("leader"))
+    return short_node(q.get("leader") or q.get("node"))
+
+
 class RabbitCluster(ComposeCluster):
     kind = "rabbitmq"
     compose_file = "rabbitmq.yml"
@@ -338,7 +347,8 @@ class RabbitCluster(ComposeCluster):
         q = self.queue(name, vhost, node)
         if not q:
             return None
-        return short_node(q.get("leader") or q.get("node"))
+        # a quorum queue electing a leader: the node its record names, so a fault still has a target
+        return master_of(q) or short_node(q.get("node"))
 
     def queue_mirrors(self, name: str, vhost: str = "/", node: str | None = None) -> dict[str, list[str]]:
         """Classic mirrored queue: {"master": node, "mirrors": [...], "synchronised": [...]}."""

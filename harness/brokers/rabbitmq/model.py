@@ -341,7 +341,7 @@ class RabbitScenario(BaseScenario):
         facts = self.version_facts()
         for key, wanted in self.require.items():
             if facts.get(key) is not None and judge(wanted, facts[key]) is False:
-                why = (NACKS_FREE if key == "reject_limit" and self._nacks() and not has(self.version, NACK_COUNTS)
+                why = (NACKS_FREE if key == "reject_limit" and self._returns_free()
                        else "no delivery limit, set or by default" if facts["delivery_limit"] == -1 else "")
                 return (f"the claim requires {key} {wanted}, RabbitMQ {self.version} gives {facts[key]}"
                         + (f" ({why})" if why else ""))
@@ -381,10 +381,15 @@ class RabbitScenario(BaseScenario):
         (no limit, or a nack on 4.3); None for other queue types."""
         if self.queue.type != "quorum":
             return None
-        return -1 if self._nacks() and not has(self.version, NACK_COUNTS) else self.delivery_limit()
+        return -1 if self._returns_free() else self.delivery_limit()
 
-    def _nacks(self) -> bool:
+    def nacks(self) -> bool:
+        """Do the consumers hand poison back with basic.nack (poison.method), not basic.reject?"""
         return self.workload.poison is not None and self.workload.poison.method == "nack"
+
+    def _returns_free(self) -> bool:
+        """The consumers' returns do not count toward the delivery limit: a nack on 4.3."""
+        return self.nacks() and not has(self.version, NACK_COUNTS)
 
     def version_facts(self) -> dict[str, int | None]:
         """The measurements the version and the declaration alone decide (VERSION_FACTS)."""

@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from harness.brokers.rabbitmq.cluster import REPLICATED, short_node
+from harness.brokers.rabbitmq.cluster import REPLICATED, master_of, short_node
 from harness.measures import changes, duration, timeline
 
 
@@ -16,15 +16,6 @@ def _view(cluster, node: str, queue: str) -> dict | None:
         return cluster.api(f"queues/%2F/{queue}", node=node, timeout=2)
     except Exception:  # noqa: BLE001 - a node that does not answer has no view
         return None
-
-
-def master_of(q: dict) -> str | None:
-    """The queue's master / leader as a node reports it: a quorum queue's ``leader`` (none
-    while it elects one); a stream's ``leader``, or on 3.10, which reports none for a stream,
-    its ``node`` (the writer's; the role resolver reads it so too); a classic queue's ``node``."""
-    if q.get("type") == "quorum":
-        return short_node(q.get("leader"))
-    return short_node(q.get("leader") or q.get("node"))
 
 
 def sample(cluster, sc) -> dict:

@@ -130,7 +130,7 @@ def consumers(run, names: list[str] | None = None, delay: float | None = None) -
                            delay=w.consumer_delay if delay is None else delay,
                            stream=sc.queue.type == "stream",
                            give_up_after=w.poison.give_up_after if w.poison else None,
-                           nack=bool(w.poison and w.poison.method == "nack"))
+                           nack=sc.nacks())
             for i, name in enumerate(names)]
 
 
