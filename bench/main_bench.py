@@ -20,6 +20,7 @@ import json
 import random
 import re
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,6 +35,10 @@ PHASES = [  # (column, from, to) in run.json's phases
     ("stop", "stop-producers", "drain"), ("drain", "drain", "teardown"), ("teardown", "teardown", "cluster-down"),
     ("down", "cluster-down", "end")]
 WORKLOAD = ("warmup", "stop-producers")  # the run's own load: nothing else runs meanwhile
+# the fault timings a run measures itself (run.json measurements; unavailable_s: check.json),
+# compared before / after a change to the pipeline (--timings): whatever a run has of these
+TIMINGS = ("unavailable_s", "masterless_s", "blocked_s", "paused_count", "isr_shrink_s", "leaderless_s",
+           "isr_below_min_s", "leader_changes")
 
 
 def split(run_dir: Path) -> dict:
@@ -44,6 +49,11 @@ def split(run_dir: Path) -> dict:
         row[col] = round(ph[b] - ph[a], 1) if a in ph and b in ph else None
     timing = info.get("check_timing") or {}
     row["check"], row["judge"] = timing.get("check_s"), timing.get("judge_s")
+    # the warm-up's extension while the previous run went down, in the load column
+    row["waited_prev"] = info.get("warmup_extended_s", 0.0) if ph else None
+    m = dict(info.get("measurements") or {})
+    m["unavailable_s"] = (store.read_check(run_dir) or {}).get("unavailable_s")
+    row["timings"] = {k: m[k] for k in TIMINGS if m.get(k) is not None}
     if t0 is not None and all(k in ph for k in WORKLOAD):
         row["workload_unix"] = [t0 + ph[WORKLOAD[0]], t0 + ph[WORKLOAD[1]]]
         row["span_unix"] = [t0 + min(ph.values()), t0 + max(ph.values()) + (row["judge"] or 0)]
@@ -70,7 +80,7 @@ def batch_split(batch_dir: Path, wall: float | None = None) -> dict:
 
 
 def table(res: dict) -> str:
-    cols = ["scenario"] + [c for c, _, _ in PHASES] + ["check", "judge", "gap_before"]
+    cols = ["scenario"] + [c for c, _, _ in PHASES] + ["waited_prev", "check", "judge", "gap_before"]
     cells = [cols] + [[str(r.get(c) if r.get(c) is not None else "-") for c in cols] for r in res["runs"]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
@@ -80,9 +90,24 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def timings_table(batches: list[Path]) -> str:
+    """Each scenario's fault timings in each batch given (one column per batch)."""
+    cols = [batch_split(b) for b in batches]
+    names = sorted({r["scenario"] for c in cols for r in c["runs"]})
+    lines = ["scenario  timing  " + "  ".join(Path(c["batch"]).name for c in cols)]
+    for name in names:
+        runs = [next((r for r in c["runs"] if r["scenario"] == name), {}) for c in cols]
+        for k in TIMINGS:
+            vals = [r.get("timings", {}).get(k) for r in runs]
+            if any(v is not None for v in vals):
+                lines.append(f"{name}  {k}  " + "  ".join("-" if v is None else str(v) for v in vals))
+    return "\n".join(lines)
+
+
 def check_100k(messages: int = 100_000) -> dict:
-    """One run's check of a ``messages`` history in a warm batch session (a small run
-    checked first, as the batch's first run is)."""
+    """One run's check of a ``messages`` history inside a batch's session: after its warm-up,
+    the main job's four runs (about 20k messages each) are checked, then the measured one;
+    each run's pictures and copy follow its verdict, as in a batch."""
     import tempfile
 
     sys.path.insert(0, str(REPO / "tests"))
@@ -95,18 +120,19 @@ def check_100k(messages: int = 100_000) -> dict:
     sc = load(REPO / "scenarios" / "K7-leader-cut-from-zk-acks1.yaml")
     out, ch = {}, Checker(app="mqchaos-bench-main")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, n in (("warm-up", 2_000), ("measured", messages)):
+        for k, (name, n) in enumerate([(f"main-job-{i}", 20_000) for i in range(1, 5)] + [("measured", messages)]):
             run = Run(sc, results=Path(tmp), check=False)
-            produce, consume, _, _ = synth.build(random.Random(1), producers=4, per_producer=n // 4, lost=10,
+            produce, consume, _, _ = synth.build(random.Random(k), producers=4, per_producer=n // 4, lost=10,
                                                  duplicated=10, kafka=True, write_ahead=True)
             synth.write_run(run.dir, produce, consume, meta=run.info)
             run.info["status"] = "completed"
             run.executed.set()
             t0 = time.monotonic()
-            ch.submit(run, lambda code, err: None)
-            ch.hold()  # the verdict: what the next run waits for
+            judged = threading.Event()
+            ch.submit(run, lambda code, err: judged.set())
+            judged.wait()  # the verdict
             verdict = time.monotonic() - t0
-            ch.wait_idle()  # then its pictures and Parquet copy, between runs
+            ch.wait_idle()  # then its pictures and Parquet copy
             out[name] = {"messages": n, "verdict_wall_s": round(verdict, 2),
                          "with_pictures_and_copy_s": round(time.monotonic() - t0, 2), **run.info["check_timing"]}
     ch.close()
@@ -119,7 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=Path, help="split a batch that already ran instead of running one")
     ap.add_argument("--check-only", action="store_true", help="only the 100k-message check")
     ap.add_argument("--no-check-100k", action="store_true")
+    ap.add_argument("--timings", type=Path, nargs="+", metavar="BATCH",
+                    help="only print each scenario's fault timings in these batches, side by side")
     args = ap.parse_args(argv)
+    if args.timings:
+        print(timings_table(args.timings))
+        return 0
     res: dict = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     code = 0
     if not args.check_only:

@@ -106,6 +106,11 @@ def session(master: str | None = None, app: str = "mqchaos", *,
          # catalogue: nothing is written to the warehouse, but Spark would
          # create it in the working directory.
          .config("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "mqchaos-spark-warehouse"))
+         # Jobs of two threads (a batch's check and a copy, harness.checking) share the
+         # cores by pool: a check first (checkers/fairscheduler.xml); one thread's jobs
+         # run as before.
+         .config("spark.scheduler.mode", "FAIR")
+         .config("spark.scheduler.allocation.file", str(Path(__file__).with_name("fairscheduler.xml")))
          .config("spark.driver.memory",
                  driver_memory or os.environ.get("MQCHAOS_DRIVER_MEMORY", "4g"))
          .config("spark.driver.extraJavaOptions", _java_options())

@@ -8,10 +8,13 @@ against its prediction, in one table.
 
 Each scenario runs on a fresh cluster. What does not disturb a run's faults is overlapped
 (``Pipeline``): runs are ordered so that consecutive runs use different brokers wherever
-possible (one compose project per broker), and the next run's cluster comes up once the
-current run's load is over, while it drains and goes down; one Spark session, started with
-the batch, checks each run as soon as its history is closed (harness.checking); no run
-starts its workload while a check or another cluster's start-up still runs. A run whose
+possible (one compose project per broker); the next run's cluster comes up during the
+current run's load at a CPU weight that yields to it, and the next run starts once the
+current one is drained, while its teardown and cluster down finish beside the next run's
+warm-up (its first fault waits for them); one Spark session, started with the batch at the
+lowest CPU priority, checks each run as soon as its history is closed (harness.checking).
+No two runs' loads, and nothing but that background work, share the machine with a run's
+faults. A run whose
 harness failed (cluster never healthy, client crashed) is retried and marked so: it is
 never counted as a broker finding. Output: results/<kind>/<timestamp>/summary.{md,json,txt}
 and junit.xml (``harness.rows``), rows in the order given; a matrix adds
@@ -23,6 +26,7 @@ from __future__ import annotations
 import copy
 import json
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,16 +159,24 @@ def interleave(jobs: list, kind=lambda job: job[0].broker) -> list:
 
 
 class Pipeline:
-    """Overlaps a batch's runs without disturbing any run's faults (see the module's doc)."""
+    """Overlaps a batch's runs without disturbing any run's faults (see the module's doc).
+
+    Run N's load (warm-up, faults, heal, recovery) and drain are its own; once drained, its
+    teardown, check and cluster down go on in a thread (``finishing``) while run N+1 starts
+    on its cluster, which came up during N's load at the background CPU weight. N+1's first
+    fault waits until N is down (``before_faults``); only then does N+2's cluster start (the
+    same compose project as N's, alternating brokers). Checks run in the Spark session at
+    the lowest CPU priority (harness.checking)."""
 
     def __init__(self, results: Path | None, keep_cluster: bool, checker: Checker) -> None:
         self.results, self.keep_cluster, self.checker = results, keep_cluster, checker
         self.next: tuple[Scenario, int] | None = None      # the job after the running one
         self.prepared: tuple[tuple, Run] | None = None     # its run, cluster coming up (by _job)
+        self.finishing: list[tuple[Run, threading.Thread]] = []  # drained runs still ending
 
     def hooks(self, entry: Entry) -> Hooks:
-        def load_over() -> None:
-            self.checker.release()  # pictures and copies may run until the next workload
+        def before_faults() -> None:
+            self.wait_finished()  # no other run's end beside this run's faults
             nxt = self.next
             # one compose project per broker: the same broker's next cluster waits for this one
             if nxt is None or self.keep_cluster or nxt[0].broker == entry.scenario.broker:
@@ -175,8 +187,8 @@ class Pipeline:
                 log(f"{nxt[0].name}: could not prepare its run ({type(e).__name__}: {e})")
                 return
             run.info["catalogue"] = {"repeat": nxt[1], "attempt": 0}
-            log(f"{nxt[0].name}: bringing its cluster up while {entry.scenario.name} ends")
-            run.prepare()
+            log(f"{nxt[0].name}: bringing its cluster up (background CPU weight) during {entry.scenario.name}")
+            run.prepare(background=True)
             self.prepared = (_job(*nxt), run)
 
         def history_closed(run: Run) -> None:
@@ -184,18 +196,30 @@ class Pipeline:
                 entry.code, entry.check_error = code, error
             self.checker.submit(run, done)
 
-        def before_load() -> None:
-            self.checker.hold()
+        def finish(rest) -> None:
+            thread = threading.Thread(target=rest, name=f"end-{entry.scenario.name}", daemon=True)
+            thread.start()
+            self.finishing.append((entry.run, thread))
 
-        return Hooks(load_over=load_over, history_closed=history_closed, before_load=before_load)
+        return Hooks(before_faults=before_faults, history_closed=history_closed,
+                     finish=None if self.keep_cluster else finish)
 
-    def take(self, sc: Scenario, repeat: int) -> Run | None:
-        """The run prepared for this job, if any (its cluster up or coming up)."""
-        if self.prepared and self.prepared[0] == _job(sc, repeat):
+    def take(self, sc: Scenario, repeat: int, attempt: int = 0) -> Run | None:
+        """The run prepared for this job, if any (its cluster up or coming up); else, once
+        every other run is down, None (the job, or its retry, brings its own cluster up)."""
+        if attempt == 0 and self.prepared and self.prepared[0] == _job(sc, repeat):
             run, self.prepared = self.prepared[1], None
             return run
         self.abandon()
+        self.wait_finished()
         return None
+
+    def wait_finished(self) -> None:
+        """Until every drained run's teardown and cluster down are done (not its check)."""
+        while self.finishing:
+            run, thread = self.finishing[0]
+            thread.join()
+            self.finishing.pop(0)
 
     def abandon(self) -> None:
         """A prepared run that will not run (the batch ends, or the current run is retried):
@@ -205,6 +229,11 @@ class Pipeline:
         _, run = self.prepared
         self.prepared = None
         run.abandon()
+
+    def close(self) -> None:
+        """The batch ends (or is interrupted): the prepared cluster down, every run ended."""
+        self.abandon()
+        self.wait_finished()
 
 
 def _job(sc: Scenario, repeat: int) -> tuple:
@@ -217,10 +246,11 @@ def run_one(sc: Scenario, repeat: int, results: Path | None, retries: int = 1,
     e = Entry(sc, repeat)
     for attempt in range(retries + 1):
         t0 = time.monotonic()
-        run = pipeline.take(sc, repeat) if pipeline and attempt == 0 else None
+        run = pipeline.take(sc, repeat, attempt) if pipeline else None
         if run is None:
             run = Run(sc, results=results, check=False, keep_cluster=keep_cluster)
             run.info["catalogue"] = {"repeat": repeat, "attempt": attempt}
+        e.run = run
         if pipeline:
             run.hooks = pipeline.hooks(e)
         run.execute()
@@ -384,7 +414,7 @@ def run_batch(only: list[str] | None = None, repeat: int = 1, files: list[Path] 
         log(f"{kind} interrupted: checking and summarising the runs so far")
     try:  # Ctrl-C again during the checks still leaves a summary (without their verdicts)
         if pipeline:
-            pipeline.abandon()
+            pipeline.close()
             checker.close()
     except (KeyboardInterrupt, Interrupted):
         interrupted = True

@@ -1,14 +1,16 @@
 """One warm Spark session for a batch of runs (harness.batch).
 
 The session starts (and warms up on a tiny history) when the batch does, so its JVM
-start-up overlaps the first cluster's. A single thread then checks each run as soon as its
-history is closed and judges it once the run loop is done with it: check.json, the verdict,
-the report's text. What only a person or a later Spark job needs (the report's pictures,
-the history's Parquet copy) is done between runs only: while a window is open (``release``:
-a run's load is over, the next cluster comes up) and never past ``hold`` (a run is about to
-start its workload), which lets the item under way finish and keeps the rest for the next
-window or for ``close``. A check that fails leaves that run undecided and the next one
-checked: a session the failure stopped is started again.
+start-up overlaps the first cluster's. Its JVM runs at the lowest CPU priority: it gets
+the CPU only when the running workload's brokers and clients leave it idle, so a check
+may run beside the next run's load. A single thread checks each run as soon as its
+history is closed and judges it once the run loop is done with it: check.json, the
+verdict, the report's text. What only a person or a later Spark job needs goes, once the
+run is judged, to a second lane, which may run beside the next run's check: the report's
+pictures (drawn by a process at the lowest priority) and the history's Parquet copy (in the
+same session, its jobs in a pool whose tasks yield to a check's: checkers/fairscheduler.xml).
+A check that fails leaves that run undecided and the next one checked: a session the
+failure stopped is started again.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from typing import Any
 from checkers.cds import warm_up
 from checkers.spark import session
 from harness.runner import Run, log
+from harness.util import background_priority
 from harness.verdicts import EXIT_UNKNOWN
 
 
@@ -31,88 +34,105 @@ class Checker:
         self._factory = spark_factory or (lambda: session(master, app))
         self.warm = spark_factory is None if warm is None else warm
         self._spark: Any = None
+        self._session_lock = threading.RLock()
         self._cond = threading.Condition()
-        # each item a callable: checks (and the session's start) first; pictures and copies
-        # only while a window is open
-        self._urgent: deque[Callable[[], None]] = deque([self._start])
-        self._later: deque[Callable[[], None]] = deque()
-        self._open = True                   # the first cluster is coming up: a window
-        self._busy = False                  # an item is under way
+        # two lanes, a thread each: the session's start and the checks; then the Parquet
+        # copies (beside the checks: both read the JSONL) and the pictures (after judging)
+        self._lanes: dict[str, deque[Callable[[], None]]] = {"check": deque([self._start]), "keep": deque()}
+        self._busy = 0                      # items under way
         self._closing = False
-        self._thread = threading.Thread(target=self._loop, name="checker", daemon=True)
-        self._thread.start()
+        self._drawing: list[tuple[Any, Any]] = []  # (run dir, its drawing process)
+        self._threads = [threading.Thread(target=self._loop, args=(lane,), name=f"checker-{lane}", daemon=True)
+                         for lane in self._lanes]
+        for t in self._threads:
+            t.start()
 
     # -- the batch's side ------------------------------------------------------------------
     def submit(self, run: Run, done: Callable[[int, str | None], None]) -> None:
         """Check ``run`` (its history closed); ``done(exit code, error)`` once judged."""
         with self._cond:
-            self._urgent.append(partial(self._check, run, done, time.monotonic()))
-            self._cond.notify_all()
-
-    def hold(self, timeout: float | None = None) -> bool:
-        """Close the window: until every check is judged and no item is under way (a run's
-        workload never shares the machine with the checker); False if ``timeout`` passed."""
-        with self._cond:
-            self._open = False
-            return self._cond.wait_for(lambda: not self._urgent and not self._busy, timeout)
-
-    def release(self) -> None:
-        """Open a window: what waits for one may run."""
-        with self._cond:
-            self._open = True
+            self._lanes["check"].append(partial(self._check, run, done, time.monotonic()))
             self._cond.notify_all()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Until nothing at all is left (window open)."""
+        """Until nothing at all is left, pictures drawn; False if ``timeout`` passed."""
         with self._cond:
-            self._open = True
-            self._cond.notify_all()
-            return self._cond.wait_for(lambda: not (self._urgent or self._later or self._busy), timeout)
+            idle = self._cond.wait_for(lambda: not (any(self._lanes.values()) or self._busy), timeout)
+        if idle:
+            self.wait_drawn()
+        return idle
 
     def close(self) -> None:
-        """Everything submitted done, then the thread ends (the session stays: a later batch
-        in the same process reuses it)."""
+        """Everything submitted done, pictures drawn, then the threads end (the session
+        stays: a later batch in the same process reuses it)."""
         self.wait_idle()
         with self._cond:
             self._closing = True
             self._cond.notify_all()
-        self._thread.join()
+        for t in self._threads:
+            t.join()
 
-    # -- the thread -----------------------------------------------------------------------
-    def _next(self) -> Callable[[], None] | None:
+    def wait_drawn(self) -> None:
+        """Until every picture process started so far has ended (failures said, not raised)."""
+        while self._drawing:
+            run_dir, proc = self._drawing.pop(0)
+            if proc is None:  # drawn already (a run that draws in-process)
+                continue
+            try:
+                _, err = proc.communicate(timeout=300)
+                if proc.returncode:
+                    log(f"checker: {run_dir}: pictures failed: {err.strip()[-800:]}")
+            except Exception as e:  # noqa: BLE001 - a picture is not a verdict
+                proc.kill()
+                log(f"checker: {run_dir}: pictures failed: {type(e).__name__}: {e}")
+
+    # -- the threads ----------------------------------------------------------------------
+    def _next(self, lane: str) -> Callable[[], None] | None:
         with self._cond:
-            self._cond.wait_for(lambda: self._urgent or (self._open and self._later) or self._closing)
-            if self._urgent:
-                item = self._urgent.popleft()
-            elif self._open and self._later:
-                item = self._later.popleft()
-            else:
+            self._cond.wait_for(lambda: self._lanes[lane] or self._closing)
+            if not self._lanes[lane]:
                 return None  # closing
-            self._busy = True
-            return item
+            self._busy += 1
+            return self._lanes[lane].popleft()
 
-    def _loop(self) -> None:
-        while (item := self._next()) is not None:
+    def _loop(self, lane: str) -> None:
+        while (item := self._next(lane)) is not None:
             try:
                 item()
             finally:
                 with self._cond:
-                    self._busy = False
+                    self._busy -= 1
                     self._cond.notify_all()
 
     def _session(self) -> Any:
+        with self._session_lock:  # both lanes ask; one session
+            return self._session_locked()
+
+    def _session_in(self, pool: str) -> Any:
+        """The session, this thread's jobs in scheduler ``pool`` (checkers/fairscheduler.xml:
+        a check's tasks before a copy's)."""
+        spark = self._session()
+        try:
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+        except Exception:  # noqa: BLE001 - a session without pools (a test's) runs it anyway
+            pass
+        return spark
+
+    def _session_locked(self) -> Any:
         if self._spark is not None and _stopped(self._spark):
             log("checker: the Spark session stopped; starting another")
             self._spark = None
         if self._spark is None:
             t0 = time.monotonic()
-            self._spark = self._factory()
+            with background_priority():  # the JVM it launches, and every thread of it
+                self._spark = self._factory()
             log(f"checker: Spark session ready in {time.monotonic() - t0:.1f}s")
         return self._spark
 
     def _start(self) -> None:
         try:
-            spark = self._session()
+            with self._session_lock:  # a copy waits for the warm session, not a second one
+                spark = self._session()
             if self.warm:
                 # a first check compiles most of what it runs: done now, while the first
                 # cluster comes up, not while the next run waits for a verdict
@@ -132,7 +152,7 @@ class Checker:
         t0 = time.monotonic()
         result, error = None, None
         try:
-            result = run.check(self._session())
+            result = run.check(self._session_in("checks"))
             if result is None:
                 error = "the history could not be opened"
         except Exception as e:  # noqa: BLE001 - this run undecided, the next still checked
@@ -157,11 +177,13 @@ class Checker:
         run.info["exit_code"] = code
         run.save_info()
         done(code, error)
-        if result is not None:
+        if result is not None:  # after the verdict, off its path; maybe beside the next check
             with self._cond:
-                self._later.append(partial(self._run_later, f"{run.dir}: pictures", lambda: run.draw(result)))
-                self._later.append(partial(self._run_later, f"{run.dir}: Parquet copy",
-                                           lambda: run.keep_copy(self._session())))
+                self._lanes["keep"].append(partial(self._run_later, f"{run.dir}: pictures",
+                                                   lambda: self._drawing.append((run.dir, run.draw()))))
+                self._lanes["keep"].append(partial(self._run_later, f"{run.dir}: Parquet copy",
+                                                   lambda: run.keep_copy(self._session_in("copies"))))
+                self._cond.notify_all()
 
 
 def _stopped(spark: Any) -> bool:

@@ -189,9 +189,9 @@ def judge_and_write(run_dir: Path, sc, result: dict, info: dict, pictures: bool 
     return result["prediction"]
 
 
-def refresh(run_dir: Path) -> dict | None:
-    """After an offline re-check: the prediction and the report again, from
-    the run's own run.json (the scenario as run) and the new check.json."""
+def recorded(run_dir: Path) -> tuple | None:
+    """(scenario, check.json, run.json) of a checked harness run, None if it is not one;
+    the scenario None if the recorded one no longer validates (said on stderr)."""
     run_dir = Path(run_dir)
     info, result = store.read_run(run_dir), store.read_check(run_dir)
     if info is None or result is None or "params" not in info:
@@ -201,5 +201,27 @@ def refresh(run_dir: Path) -> dict | None:
     except ScenarioError as e:  # a scenario this version cannot read: the check stands, unjudged
         print(f"warning: {run_dir}: the recorded scenario no longer validates, prediction not judged: {e}",
               file=sys.stderr)
+        sc = None
+    return sc, result, info
+
+
+def refresh(run_dir: Path) -> dict | None:
+    """After an offline re-check: the prediction and the report again, from
+    the run's own run.json (the scenario as run) and the new check.json."""
+    got = recorded(run_dir)
+    if got is None or got[0] is None:
         return None
-    return judge_and_write(run_dir, sc, result, info)
+    return judge_and_write(run_dir, *got)
+
+
+def draw(run_dir: Path) -> None:
+    """The report again with its pictures, from what a judged run wrote (a batch runs this
+    in a process of its own at the lowest priority: ``python -m harness.report RUN_DIR``)."""
+    got = recorded(run_dir)
+    if got is None:
+        raise SystemExit(f"{run_dir}: no judged run to draw")
+    write(Path(run_dir), *got, pictures=True)
+
+
+if __name__ == "__main__":
+    draw(Path(sys.argv[1]))

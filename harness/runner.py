@@ -10,6 +10,7 @@ history written so far stays in the run directory.
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -25,7 +26,7 @@ from harness import brokers, observe, report, rows, store
 from harness.clients.base import Worker
 from harness.history import HISTORY_VERSION, JsonlWriter, RunClock
 from harness.scenario import Scenario
-from harness.util import StopWaiting
+from harness.util import BACKGROUND_NICE, StopWaiting
 from harness.verdicts import EXIT_UNKNOWN, NOT_APPLICABLE, not_applicable_result, run_exit_code
 from nemesis import net
 from nemesis.core import Nemesis
@@ -72,14 +73,15 @@ def _nothing(*_args) -> None:
 
 @dataclass
 class Hooks:
-    """What a batch (harness.batch) overlaps with a run; none of it runs while the run's
-    workload does: ``load_over`` once the producers stopped (the next run's cluster may come
-    up), ``history_closed`` once the workers are joined and the run measured (it may be
-    checked while its cluster goes down), ``before_load`` before setup (wait for whatever
-    the batch still runs: a check)."""
-    load_over: Callable[[], None] = _nothing
+    """What a batch (harness.batch) overlaps with a run. ``before_faults``: after the
+    warm-up, before the first fault (the batch waits there until the previous run is down,
+    then starts the next cluster at the background weight); ``history_closed``: the workers
+    joined and the run measured (it may be checked); ``finish``: given the rest of a run
+    whose load completed (teardown, check, cluster down), runs it in the background so that
+    the next run can start, else None (the run loop does it itself)."""
+    before_faults: Callable[[], None] = _nothing
     history_closed: Callable[["Run"], None] = _nothing
-    before_load: Callable[[], None] = _nothing
+    finish: Callable[[Callable[[], None]], None] | None = None
 
 
 class Run:
@@ -95,6 +97,7 @@ class Run:
         self.executed = threading.Event()  # execute() returned: run.json is the run loop's no more
         self._prepared: threading.Thread | None = None
         self._prepare_error: Exception | None = None
+        self._background = False  # its cluster came up at the background CPU weight
         self.stop_all = threading.Event()
         self.producers: list[Worker] = []
         self.consumers: list[Worker] = []
@@ -142,11 +145,13 @@ class Run:
         return JsonlWriter(self.dir / store.HISTORY / f"{kind}-{who}.jsonl")
 
     # -- the loop -----------------------------------------------------------------------
-    def prepare(self) -> None:
-        """Bring the cluster up in a thread (a batch does while the previous run ends);
-        ``execute`` waits for it and raises its error inside its own clean-up."""
+    def prepare(self, background: bool = False) -> None:
+        """Bring the cluster up in a thread (a batch does while another run's load goes on,
+        with ``background``: at a CPU weight that yields to that run, raised when this one
+        starts); ``execute`` waits for it and raises its error inside its own clean-up."""
         if self.sc.not_applicable():
             return  # no cluster for a claim the version does not have
+        self._background = background
 
         def up() -> None:
             try:
@@ -161,6 +166,7 @@ class Run:
         and its directory says it never ran."""
         if self._prepared is not None:
             self._prepared.join()
+
         self.info["status"] = "abandoned"
         try:
             if self.nemesis is not None:
@@ -172,18 +178,45 @@ class Run:
             self.executed.set()
 
     def execute(self) -> int:
+        """The run; its exit code (EXIT_UNKNOWN without a check of its own). Under a batch's
+        ``hooks.finish`` a run whose load completed returns once drained, before its teardown,
+        check and cluster down, which the batch runs beside the next run (``executed`` is set
+        once they are done)."""
+        detached = False
         try:
-            return self._execute()
+            reason = self.sc.not_applicable()
+            if reason:
+                return self._not_applicable(reason)
+            prev = signal.signal(signal.SIGTERM, _raise_interrupted)
+            try:
+                self._load()
+                if self.info["status"] == "completed" and self.hooks.finish is not None:
+                    self.hooks.finish(self._finish_in_background)
+                    detached = True
+                    return EXIT_UNKNOWN
+            finally:
+                try:
+                    if not detached:
+                        self._shutdown()
+                finally:
+                    signal.signal(signal.SIGTERM, prev)
+            return self._end()
+        finally:
+            if not detached:
+                self.executed.set()
+
+    def _finish_in_background(self) -> None:
+        try:
+            self._shutdown()
+            self._end()
+        except BaseException as e:  # noqa: BLE001 - a thread's error would go unseen
+            log(f"{self.sc.name}: its end failed: {type(e).__name__}: {e}")
         finally:
             self.executed.set()
 
-    def _execute(self) -> int:
-        reason = self.sc.not_applicable()
-        if reason:
-            return self._not_applicable(reason)
-        prev = signal.signal(signal.SIGTERM, _raise_interrupted)
+    def _load(self) -> None:
+        """Up (or the prepared cluster), setup, load under faults, drain: ``info["status"]``."""
         self.clock.export()
-        code = EXIT_UNKNOWN
         try:
             if self._prepared is None:
                 self._up()
@@ -191,7 +224,9 @@ class Run:
                 self._prepared.join()
                 if self._prepare_error is not None:
                     raise self._prepare_error
-            self.hooks.before_load()
+                if self._background:
+                    self.cluster.set_background(False)
+                    self.info["background_start"]["cpu_shares_from_setup"] = self.cluster.cpu_weights()
             self._setup()
             self._load_under_faults()
             self._drain()
@@ -203,11 +238,9 @@ class Run:
             self.info["status"] = "harness-error"
             self.info["error"] = f"{type(e).__name__}: {e}"
             log(f"harness error: {self.info['error']}")
-        finally:
-            try:
-                self._shutdown()
-            finally:
-                signal.signal(signal.SIGTERM, prev)
+
+    def _end(self) -> int:
+        code = EXIT_UNKNOWN
         if self.info["status"] == "completed" and self.do_check:
             code = self._check_and_report()
         self.info["exit_code"] = code
@@ -228,7 +261,10 @@ class Run:
     def _up(self) -> None:
         self.phase("cluster-up")
         self.cluster = self.broker.cluster(version=self.sc.version)
+        self.cluster.set_background(self._background)  # also undoes a crashed batch's
         self.cluster.up(self.sc.cluster)
+        if self._background:  # evidence of the weight it came up with
+            self.info["background_start"] = {"cpu_shares_while_starting": self.cluster.cpu_weights()}
         self.phase("cluster-ready")
         try:
             self.info["brokers"] = self.cluster.versions()
@@ -268,6 +304,10 @@ class Run:
             timer.start()
             self.timers.append(timer)
         self.stop_all.wait(t.warmup)  # a timed phase of the test, not a wait for a condition
+        t0 = self.clock.now()
+        self.hooks.before_faults()
+        if self.clock.now() - t0 >= 0.05:  # the warm-up went on while the previous run went down
+            self.info["warmup_extended_s"] = round(self.clock.now() - t0, 2)
         self.probes.before_faults()
         self.phase("faults")
         self.nemesis.run(sc.nemesis, duration=t.duration, stop=self.stop_all)
@@ -304,7 +344,6 @@ class Run:
             w.stop()
         for w in self.producers:
             w.join(self.sc.workload.outcome_timeout() + 40)
-        self.hooks.load_over()
         self.phase("drain")
         self.info["drain"] = self.broker.drain(self)
         self.save_info()
@@ -326,6 +365,11 @@ class Run:
         errors = {w.name: repr(w.error) for w in self.producers + self.consumers if w.error}
         if errors:
             self.info["client_errors"] = errors
+        self.save_info()  # the checker reads the run's status from run.json
+        if self.info["status"] == "completed":
+            # the history is closed: checked while the logs are read and the cluster goes
+            # (judged once the run is measured: Checker waits for ``executed``)
+            self.hooks.history_closed(self)
         if self.nemesis is not None:
             self.nemesis.close()
         if self.observer is not None:
@@ -336,9 +380,7 @@ class Run:
             except Exception as e:  # noqa: BLE001
                 log(f"could not collect broker logs: {e}")
             self._measure()
-        self.save_info()  # the checker reads the run's status from run.json
-        if self.info["status"] == "completed":
-            self.hooks.history_closed(self)
+        self.save_info()
         if self.cluster is not None and not self.keep_cluster:
             self.phase("cluster-down")
             self.cluster.down()
@@ -363,16 +405,19 @@ class Run:
 
     def check(self, spark) -> dict | None:
         """The checker's result for this run's closed history, in ``spark``, read from the
-        JSONL files (None: the history could not be opened)."""
-        runs, errors = open_runs([str(self.dir)])
+        JSONL files, the record itself (None: the history could not be opened)."""
+        runs, errors = open_runs([str(self.dir)], prefer_parquet=False)
         if errors:
             log(f"check: {errors}")
             return None
         return check_runs(spark, runs, ordering=self.sc.ordering)[str(self.dir)]
 
-    def draw(self, result: dict) -> None:
-        """The report again, with its pictures (after ``finish(result, pictures=False)``)."""
-        report.write(self.dir, self.sc, result, self.info)
+    def draw(self) -> subprocess.Popen:
+        """Start drawing the report again, with its pictures (after ``finish(result,
+        pictures=False)``), in a process of its own at the lowest CPU priority: plotting
+        holds the interpreter's lock, which the run beside it (a batch's next) needs."""
+        return subprocess.Popen(["nice", "-n", str(BACKGROUND_NICE), sys.executable, "-m", "harness.report",
+                                 str(self.dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     def keep_copy(self, spark) -> None:
         """The history's Parquet copy (docs/history.md) for later Spark jobs over results/:

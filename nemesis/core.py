@@ -26,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -437,19 +438,20 @@ class Nemesis:
 
 def sweep(cluster: Any) -> dict[str, str]:
     """Whatever anything left: thaw frozen containers, remove every project rule, chain and
-    qdisc, start stopped nodes (ZooKeeper before brokers: ``nodes()`` order). Returns what
-    was done per node."""
+    qdisc (on every node at once), start stopped nodes (ZooKeeper before brokers: ``nodes()``
+    order). Returns what was done per node."""
     done: dict[str, str] = {}
-    nodes = [n for n in cluster.nodes() if cluster.exists(n)]
-    for n in nodes:
-        if cluster.paused(n):
+    states = cluster.node_states()
+    for n, st in states.items():
+        if st == "paused":
             cluster.unpause(n)
             done[n] = "unpaused"
-    for n in nodes:
-        if cluster.running(n):
-            net.clear_node(cluster, n)
-    for n in nodes:
-        if not cluster.running(n):
+    live = [n for n, st in states.items() if st != "stopped"]
+    if live:
+        with ThreadPoolExecutor(len(live)) as pool:
+            list(pool.map(lambda n: net.clear_node(cluster, n), live))
+    for n, st in states.items():
+        if st == "stopped":
             cluster.start(n)
             done[n] = "started"
     return done

@@ -272,7 +272,7 @@ class FakeKafka:
     kind = "kafka"
     project = "fake"
     roles = ZooKeeperCluster.roles
-    seen_before = Cluster.seen_before
+    seen_before, node_states = Cluster.seen_before, Cluster.node_states
 
     def role(self, name, arg):
         if name in ("zk", "controller"):
@@ -343,7 +343,7 @@ class FakeRabbit:
     kind = "rabbitmq"
     project = "fake"
     roles, ports = RabbitCluster.roles, RabbitCluster.ports
-    seen_before = Cluster.seen_before
+    seen_before, node_states = Cluster.seen_before, Cluster.node_states
 
     def role(self, name, arg):
         return ["rabbit2"]  # the queue's master

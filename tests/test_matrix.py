@@ -349,7 +349,7 @@ class FakeRun:
         rep = self.info.get("catalogue", {}).get("repeat", 0)
         return FakeRun.plan.get((self.sc.name, self.sc.version, rep), {})
 
-    def prepare(self):
+    def prepare(self, background=False):
         pass
 
     def abandon(self):
@@ -360,8 +360,7 @@ class FakeRun:
     def execute(self):
         try:
             FakeRun.ran.append((self.sc.name, self.sc.version, self.info["catalogue"]["repeat"]))
-            self.hooks.before_load()
-            self.hooks.load_over()
+            self.hooks.before_faults()
             if self.planted().get("harness_error"):
                 self.info.update(status="harness-error", error="ClusterError: planted")
             else:
@@ -395,7 +394,7 @@ class FakeRun:
     def keep_copy(self, spark):
         pass
 
-    def draw(self, result):
+    def draw(self):
         pass
 
     def save_info(self):

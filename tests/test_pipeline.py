@@ -1,8 +1,10 @@
 """A batch's pipeline (harness.batch, harness.checking): runs ordered so that the next
-cluster can come up while the previous run ends, one warm Spark session checking each run
-as soon as its history is closed. What must hold: nothing (a cluster's start-up, a check)
-runs while a run's workload does; the figures are those of one job over all runs; a check
-that fails leaves only its own run undecided; the table keeps the order given."""
+cluster can come up (at the background CPU weight) during the previous run's load, the next
+run starting once the previous one is drained, one warm Spark session at the lowest
+priority checking each run as soon as its history is closed. What must hold: beside a run's
+faults there is no other run's load, drain, teardown or cluster down, and no cluster start
+at the normal weight; the figures are those of one job over all runs; a check that fails
+leaves only its own run undecided; the table keeps the order given."""
 from __future__ import annotations
 
 import json
@@ -71,7 +73,7 @@ class Timeline:
 
 class FakeRun:
     """Run's interface to a batch: prepare, execute (calling the hooks where Run does),
-    check, finish, abandon."""
+    check, finish, draw, abandon."""
     timeline: Timeline
     fail: set = set()          # scenario names whose first attempt is a harness error
     bad_check: set = set()     # scenario names whose check raises
@@ -84,17 +86,20 @@ class FakeRun:
         self.info = {"status": "running"}
         self.executed = threading.Event()
         self._up = None
+        self.background = False
         FakeRun.made.append(self)
 
     def who(self):
         return f"{self.sc.name}#{FakeRun.made.index(self)}"
 
     def _bring_up(self):
-        self.timeline.mark("up", "start", self.who())
+        what = "up-background" if self.background else "up"
+        self.timeline.mark(what, "start", self.who())
         time.sleep(0.05)
-        self.timeline.mark("up", "end", self.who())
+        self.timeline.mark(what, "end", self.who())
 
-    def prepare(self):
+    def prepare(self, background=False):
+        self.background = background
         self._up = threading.Thread(target=self._bring_up)
         self._up.start()
 
@@ -105,31 +110,46 @@ class FakeRun:
         self.executed.set()
 
     def execute(self):
+        detached = False
         try:
             if self._up is None:
                 self._bring_up()
             else:
                 self._up.join()
-            self.hooks.before_load()
             self.timeline.mark("load", "start", self.who())
+            time.sleep(0.02)  # warm-up
+            self.hooks.before_faults()
+            self.timeline.mark("faults", "start", self.who())
             time.sleep(0.05)
+            self.timeline.mark("faults", "end", self.who())
+            time.sleep(0.01)  # recovery
             self.timeline.mark("load", "end", self.who())
-            self.hooks.load_over()
-            time.sleep(0.02)  # drain
+            self.timeline.mark("drain", "start", self.who())
+            time.sleep(0.02)
+            self.timeline.mark("drain", "end", self.who())
             if self.sc.name in FakeRun.fail:  # e.g. the drain failed
                 FakeRun.fail.discard(self.sc.name)
                 self.info["status"] = "harness-error"
                 self.info["error"] = "planted"
             else:
                 self.info["status"] = "completed"
-            self.timeline.mark("down", "start", self.who())
-            if self.info["status"] == "completed":
-                self.hooks.history_closed(self)
-            time.sleep(0.03)
-            self.timeline.mark("down", "end", self.who())
+            if self.info["status"] == "completed" and self.hooks.finish is not None:
+                self.hooks.finish(self._end)
+                detached = True
+            else:
+                self._end()
             return EXIT_UNKNOWN
         finally:
-            self.executed.set()
+            if not detached:
+                self.executed.set()
+
+    def _end(self):
+        self.timeline.mark("down", "start", self.who())
+        if self.info["status"] == "completed":
+            self.hooks.history_closed(self)
+        time.sleep(0.03)
+        self.timeline.mark("down", "end", self.who())
+        self.executed.set()
 
     def check(self, spark):
         self.timeline.mark("check", "start", self.who())
@@ -144,13 +164,13 @@ class FakeRun:
         time.sleep(0.03)
         self.timeline.mark("later", "end", self.who() + "copy")
 
-    def draw(self, result):
+    def draw(self):
         self.timeline.mark("later", "start", self.who() + "draw")
         time.sleep(0.03)
         self.timeline.mark("later", "end", self.who() + "draw")
 
     def finish(self, result, pictures=True):
-        assert not pictures  # a batch draws them between runs
+        assert not pictures  # a batch draws them in a process of their own
         self.info["summary"] = {"prediction": True, "valid": True, "scenario": self.sc.name}
         return EXIT_VALID
 
@@ -174,28 +194,38 @@ def _overlap(a, b):
     ["R9-pause-minority", "Q1-quorum-leader-faults", "K7-leader-cut-from-zk-acks1", "K8b-leader-isolated-minisr2"],
     ["R9-pause-minority", "Q1-quorum-leader-faults", "R7-partition-ignore-split-brain"],  # one broker only
 ])
-def test_nothing_runs_beside_a_workload_and_rows_keep_their_order(fake_batch, names):
+def test_only_background_work_runs_beside_faults_and_rows_keep_their_order(fake_batch, names):
     files = [SCENARIOS / f"{n}.yaml" for n in names]
     code = batch.run_batch(files=files, results=fake_batch, kind="t", sort=False, echo=lambda s: None)
     assert code == EXIT_VALID
     tl = FakeRun.timeline
-    loads, ups, checks, later = tl.intervals("load"), tl.intervals("up"), tl.intervals("check"), tl.intervals("later")
-    assert len(loads) == len(ups) == len(checks) == len(names) and len(later) == 2 * len(names)
-    for ld in loads:
-        for other in ups + checks + later:
-            assert not _overlap(ld[:2], other[:2]), (ld, other)
-    # a next cluster of another broker came up while the previous run ended (after its load)
+    faults, loads, drains, downs = (tl.intervals(w) for w in ("faults", "load", "drain", "down"))
+    ups, bg_ups = tl.intervals("up"), tl.intervals("up-background")
+    checks, later = tl.intervals("check"), tl.intervals("later")
+    assert len(loads) == len(ups) + len(bg_ups) == len(checks) == len(names) and len(later) == 2 * len(names)
+    for f in faults:  # a run's faults share the machine with background work only
+        for other in loads + drains + downs + ups:
+            if other[2] != f[2]:
+                assert not _overlap(f[:2], other[:2]), (f, other)
     brokers = {n: load(SCENARIOS / f"{n}.yaml").broker for n in names}
-    downs = {who: (a, b) for a, b, who in tl.intervals("down")}
+    drain_of = {who: (a, b) for a, b, who in drains}
+    down_of = {who: (a, b) for a, b, who in downs}
     ordered = sorted(loads)
     for prev, nxt in zip(ordered, ordered[1:]):
-        up = next(u for u in ups if u[2] == nxt[2])
         pn, nn = prev[2].split("#")[0], nxt[2].split("#")[0]
-        assert up[0] >= prev[1]
+        assert nxt[0] >= drain_of[prev[2]][1]  # the next load once the previous run is drained
         if brokers[pn] != brokers[nn]:
-            assert up[0] < downs[prev[2]][1]      # overlapped with the previous run's end
-        else:
-            assert up[0] >= downs[prev[2]][1]     # one compose project: after it went down
+            # its cluster came up in the background as the previous run's faults began, once
+            # the run before that (the same compose project) was down
+            up = next(u for u in bg_ups if u[2] == nxt[2])
+            pf = next(f for f in faults if f[2] == prev[2])
+            assert prev[0] <= up[0] < pf[1]
+            assert all(d[1] <= up[0] for d in downs if d[2] != nxt[2] and d[0] < up[0])
+            # and the previous run went down beside the next one's warm-up
+            assert down_of[prev[2]][1] > nxt[0]
+        else:  # one compose project: after it went down, at the normal weight
+            up = next(u for u in ups if u[2] == nxt[2])
+            assert up[0] >= down_of[prev[2]][1]
     out = json.loads((fake_batch / "t" / "latest" / "summary.json").read_text())
     assert [r["scenario"] for r in out] == names
 
@@ -218,8 +248,8 @@ def test_a_retried_run_abandons_the_prepared_cluster_and_a_failed_check_only_its
     assert abandoned == ["Q1-quorum-leader-faults"]
     statuses = Counter(r.info["status"] for r in FakeRun.made)
     assert statuses == {"completed": 3, "harness-error": 1, "abandoned": 1}
-    loads, ups = FakeRun.timeline.intervals("load"), FakeRun.timeline.intervals("up")
-    assert not [(ld, up) for ld in loads for up in ups if _overlap(ld[:2], up[:2])]
+    faults, ups = FakeRun.timeline.intervals("faults"), FakeRun.timeline.intervals("up")
+    assert not [(f, up) for f in faults for up in ups if _overlap(f[:2], up[:2])]
 
 
 # ---- the checker ------------------------------------------------------------------------------
@@ -252,7 +282,7 @@ class CheckedRun:
     def keep_copy(self, spark):
         pass
 
-    def draw(self, result):
+    def draw(self):
         pass
 
     def save_info(self):
@@ -328,4 +358,4 @@ def test_one_run_at_a_time_gives_the_figures_of_one_job_over_all(spark, tmp_path
         assert "check_timing" in json.loads((r.dir / "run.json").read_text())
         assert one["source"] == "jsonl"  # checked from the record itself ...
         assert open_runs([str(r.dir)])[0][0].parquet_malformed is not None  # ... its copy kept after
-        assert "publishes.png" in (r.dir / "report.md").read_text()  # pictures drawn between runs
+        assert "publishes.png" in (r.dir / "report.md").read_text()  # pictures drawn by their process

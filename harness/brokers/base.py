@@ -61,6 +61,12 @@ LAZYFS_IN_NODE = "/mqchaos/lazyfs.py"
 VERSION_FILE = "version"  # in a kind's state directory: the version its last up brought up
 
 
+# cgroup CPU shares of a cluster's nodes: normal (docker's default), and the weight of a
+# cluster a batch starts while another run's load goes on (harness.batch)
+CPU_SHARES_NORMAL = 1024
+CPU_SHARES_BACKGROUND = 2
+
+
 class ClusterError(RuntimeError):
     """A cluster did not reach the state asked for; the message carries the nodes' logs."""
 
@@ -149,6 +155,12 @@ class Cluster(abc.ABC):
     def close(self) -> None:
         """Release client resources held by this object."""
 
+    def set_background(self, on: bool) -> None:
+        """Start (or keep) the nodes at a CPU weight that yields to any other run's work (a
+        batch brings the next cluster up while a run's load goes on), or give them back
+        the normal weight. A broker that cannot does nothing: its next cluster then starts
+        at the normal weight."""
+
     @classmethod
     def recorded_version(cls) -> str | None:
         """The version the last ``up`` here brought up, None if unknown."""
@@ -181,6 +193,12 @@ class Cluster(abc.ABC):
 
     @abc.abstractmethod
     def paused(self, node: str) -> bool: ...
+
+    def node_states(self) -> dict[str, str]:
+        """Each existing node's state: "running", "paused" or "stopped" (a heal's sweep reads
+        them all at once)."""
+        return {n: "paused" if self.paused(n) else "running" if self.running(n) else "stopped"
+                for n in self.nodes() if self.exists(n)}
 
     # ---- roles --------------------------------------------------------------------------
     def role(self, name: str, arg: str | None) -> list[str]:
@@ -232,6 +250,7 @@ class ComposeCluster(Cluster):
         self.project = project or f"mqchaos-{self.kind}"
         self.state_dir = self.kind_dir()
         self._addr_cache: dict[str, str] = {}
+        self.cpu_shares = CPU_SHARES_NORMAL  # the nodes' (docker's cpu_shares), set_background
 
     @classmethod
     def kind_dir(cls) -> Path:
@@ -286,7 +305,8 @@ class ComposeCluster(Cluster):
         return out
 
     def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-        files = [COMPOSE_DIR / self.compose_file] + [p for p in [self.fs_override()] if p.exists()]
+        files = [COMPOSE_DIR / self.compose_file] + [p for p in [self.fs_override(), self.cpu_override()]
+                                                     if p.exists()]
         cmd = [*compose_cmd(), "-p", self.project, *(a for f in files for a in ("-f", str(f))), *args]
         return run(cmd, check=check, timeout=timeout, env=self.compose_env())
 
@@ -338,6 +358,34 @@ class ComposeCluster(Cluster):
                 self.kill(node)
         with ThreadPoolExecutor(len(nodes)) as pool:  # as close to one instant as docker exec allows
             return dict(zip(nodes, pool.map(off, nodes)))
+
+    def cpu_override(self) -> Path:
+        return self.state_dir / "cpu.override.yml"
+
+    def set_background(self, on: bool) -> None:
+        """cgroup CPU shares: the background weight gets the CPU only while the other
+        containers and the harness leave it idle. Nodes created from now on get it from a
+        compose override (a node recreated later, the weight of that moment); existing ones
+        by docker update."""
+        self.cpu_shares = CPU_SHARES_BACKGROUND if on else CPU_SHARES_NORMAL
+        path = self.cpu_override()
+        if on:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"version": "2.4", "services": {
+                n: {"cpu_shares": self.cpu_shares} for n in self.nodes()}}, indent=1))  # YAML too
+        else:
+            path.unlink(missing_ok=True)
+        listed = set(docker("ps", "-a", "--format", "{{.Names}}", check=False).stdout.split())
+        names = [n for n in self.nodes() if n in listed]
+        if names:
+            docker("update", "--cpu-shares", str(self.cpu_shares), *names, timeout=60)
+
+    def cpu_weights(self) -> dict[str, int]:
+        """Each existing node's CPU shares, as docker reports them (0: docker's default, 1024)."""
+        proc = docker("inspect", "--format", "{{.Name}} {{.HostConfig.CpuShares}}", *self.nodes(),
+                      check=False, timeout=30)
+        got = dict(line.lstrip("/").split() for line in proc.stdout.splitlines() if len(line.split()) == 2)
+        return {n: int(got[n]) for n in self.nodes() if n in got}
 
     def network_name(self) -> str:
         return f"{self.project}_{self.network_key}"
@@ -406,6 +454,16 @@ class ComposeCluster(Cluster):
     def running(self, node: str) -> bool:
         st = self.state(node)
         return bool(st.get("Running")) and not st.get("Paused")
+
+    def node_states(self) -> dict[str, str]:
+        """One docker inspect for every node (a node that does not exist is left out)."""
+        proc = docker("inspect", "--format", "{{.Name}} {{.State.Paused}} {{.State.Running}}", *self.nodes(),
+                      check=False, timeout=30)
+        out: dict[str, str] = {}
+        for line in proc.stdout.splitlines():
+            name, paused, running = (line.split() + ["", "", ""])[:3]
+            out[name.lstrip("/")] = "paused" if paused == "true" else "running" if running == "true" else "stopped"
+        return {n: out[n] for n in self.nodes() if n in out}
 
     def paused(self, node: str) -> bool:
         return bool(self.state(node).get("Paused"))

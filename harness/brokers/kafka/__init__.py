@@ -108,7 +108,7 @@ class Kafka(Broker):
         t0 = time.monotonic()
         reader = KafkaReader("reader", run.cluster.bootstrap_servers(), run.sc.topic.name,
                              run.writer("consume", "reader"), run.clock, run.stop_all,
-                             idle_s=t.drain_idle, timeout_s=t.drain_timeout)
+                             timeout_s=t.drain_timeout)
         run.consumers = [reader]
         reader.start()
         reader.join(t.drain_timeout + 30)

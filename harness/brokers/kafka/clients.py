@@ -92,12 +92,13 @@ class KafkaProducerWorker(Worker):
 
 
 class KafkaReader(Worker):
-    """Reads every partition of the topic from the beginning to its end offset."""
+    """Reads every partition of the topic from the beginning to its end offset (the high
+    watermark), read again once reached: complete when it has not moved."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, writer: JsonlWriter, clock: RunClock,
-                 stop_all: threading.Event, *, idle_s: float = 3.0, timeout_s: float = 120.0):
+                 stop_all: threading.Event, *, timeout_s: float = 120.0):
         super().__init__(name, writer, clock, stop_all)
-        self.bootstrap, self.topic, self.idle_s, self.timeout_s = bootstrap, topic, idle_s, timeout_s
+        self.bootstrap, self.topic, self.timeout_s = bootstrap, topic, timeout_s
         self.last_delivery = clock.now()
         self.complete = False
 
@@ -110,17 +111,27 @@ class KafkaReader(Worker):
             parts = sorted(meta.partitions)
             c.assign([TopicPartition(self.topic, p, 0) for p in parts])
             deadline = self.clock.now() + self.timeout_s
-            # Right after a heal a partition may still be without a leader (NOT_LEADER): asked
-            # again, within the drain's own time, rather than giving the drain up.
-            ends = wait_until(lambda: {p: c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
-                                       for p in parts},
-                              max(1.0, deadline - self.clock.now()), f"the end offsets of {self.topic}", 1.0)
+
+            def end_offsets() -> dict[int, int]:
+                # Right after a heal a partition may still be without a leader (NOT_LEADER):
+                # asked again, within the drain's own time, rather than giving the drain up.
+                return wait_until(lambda: {p: c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+                                           for p in parts},
+                                  max(1.0, deadline - self.clock.now()), f"the end offsets of {self.topic}", 1.0)
+            ends = end_offsets()
             pos = {p: 0 for p in parts}
             while not self.stop_all.is_set() and self.clock.now() < deadline:
-                if all(pos[p] >= ends[p] for p in parts) and self.clock.now() - self.last_delivery > self.idle_s:
-                    self.complete = True
-                    break
+                at_end = all(pos[p] >= ends[p] for p in parts)
                 msg = c.poll(0.5)
+                if msg is None and at_end:
+                    # nothing more for a poll's time: done if the end offsets have not moved
+                    # (a high watermark still rising as a follower catches up reads on)
+                    fresh = end_offsets()
+                    if fresh == ends:
+                        self.complete = True
+                        break
+                    ends = fresh
+                    continue
                 if msg is None or msg.error():
                     continue
                 self.last_delivery = self.clock.now()
