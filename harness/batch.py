@@ -172,7 +172,7 @@ class Pipeline:
         self.results, self.keep_cluster, self.checker = results, keep_cluster, checker
         self.next: tuple[Scenario, int] | None = None      # the job after the running one
         self.prepared: tuple[tuple, Run] | None = None     # its run, cluster coming up (by _job)
-        self.finishing: list[tuple[Run, threading.Thread]] = []  # drained runs still ending
+        self.finishing: list[threading.Thread] = []  # drained runs' ends still under way
 
     def hooks(self, entry: Entry) -> Hooks:
         def before_faults() -> None:
@@ -199,7 +199,7 @@ class Pipeline:
         def finish(rest) -> None:
             thread = threading.Thread(target=rest, name=f"end-{entry.scenario.name}", daemon=True)
             thread.start()
-            self.finishing.append((entry.run, thread))
+            self.finishing.append(thread)
 
         return Hooks(before_faults=before_faults, history_closed=history_closed,
                      finish=None if self.keep_cluster else finish)
@@ -217,8 +217,7 @@ class Pipeline:
     def wait_finished(self) -> None:
         """Until every drained run's teardown and cluster down are done (not its check)."""
         while self.finishing:
-            run, thread = self.finishing[0]
-            thread.join()
+            self.finishing[0].join()
             self.finishing.pop(0)
 
     def abandon(self) -> None:
@@ -250,7 +249,6 @@ def run_one(sc: Scenario, repeat: int, results: Path | None, retries: int = 1,
         if run is None:
             run = Run(sc, results=results, check=False, keep_cluster=keep_cluster)
             run.info["catalogue"] = {"repeat": repeat, "attempt": attempt}
-        e.run = run
         if pipeline:
             run.hooks = pipeline.hooks(e)
         run.execute()

@@ -104,9 +104,6 @@ class Checker:
                     self._busy -= 1
                     self._cond.notify_all()
 
-    def _session(self) -> Any:
-        with self._session_lock:  # both lanes ask; one session
-            return self._session_locked()
 
     def _session_in(self, pool: str) -> Any:
         """The session, this thread's jobs in scheduler ``pool`` (checkers/fairscheduler.xml:
@@ -118,21 +115,21 @@ class Checker:
             pass
         return spark
 
-    def _session_locked(self) -> Any:
-        if self._spark is not None and _stopped(self._spark):
-            log("checker: the Spark session stopped; starting another")
-            self._spark = None
-        if self._spark is None:
-            t0 = time.monotonic()
-            with background_priority():  # the JVM it launches, and every thread of it
-                self._spark = self._factory()
-            log(f"checker: Spark session ready in {time.monotonic() - t0:.1f}s")
-        return self._spark
+    def _session(self) -> Any:
+        with self._session_lock:  # both lanes ask; one session
+            if self._spark is not None and _stopped(self._spark):
+                log("checker: the Spark session stopped; starting another")
+                self._spark = None
+            if self._spark is None:
+                t0 = time.monotonic()
+                with background_priority():  # the JVM it launches, and every thread of it
+                    self._spark = self._factory()
+                log(f"checker: Spark session ready in {time.monotonic() - t0:.1f}s")
+            return self._spark
 
     def _start(self) -> None:
         try:
-            with self._session_lock:  # a copy waits for the warm session, not a second one
-                spark = self._session()
+            spark = self._session()
             if self.warm:
                 # a first check compiles most of what it runs: done now, while the first
                 # cluster comes up, not while the next run waits for a verdict

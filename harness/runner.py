@@ -166,7 +166,6 @@ class Run:
         and its directory says it never ran."""
         if self._prepared is not None:
             self._prepared.join()
-
         self.info["status"] = "abandoned"
         try:
             if self.nemesis is not None:

@@ -375,17 +375,13 @@ class ComposeCluster(Cluster):
                 n: {"cpu_shares": self.cpu_shares} for n in self.nodes()}}, indent=1))  # YAML too
         else:
             path.unlink(missing_ok=True)
-        listed = set(docker("ps", "-a", "--format", "{{.Names}}", check=False).stdout.split())
-        names = [n for n in self.nodes() if n in listed]
+        names = list(self._inspect_all(""))
         if names:
             docker("update", "--cpu-shares", str(self.cpu_shares), *names, timeout=60)
 
     def cpu_weights(self) -> dict[str, int]:
         """Each existing node's CPU shares, as docker reports them (0: docker's default, 1024)."""
-        proc = docker("inspect", "--format", "{{.Name}} {{.HostConfig.CpuShares}}", *self.nodes(),
-                      check=False, timeout=30)
-        got = dict(line.lstrip("/").split() for line in proc.stdout.splitlines() if len(line.split()) == 2)
-        return {n: int(got[n]) for n in self.nodes() if n in got}
+        return {n: int(f[0]) for n, f in self._inspect_all("{{.HostConfig.CpuShares}}").items()}
 
     def network_name(self) -> str:
         return f"{self.project}_{self.network_key}"
@@ -455,15 +451,16 @@ class ComposeCluster(Cluster):
         st = self.state(node)
         return bool(st.get("Running")) and not st.get("Paused")
 
+    def _inspect_all(self, fmt: str) -> dict[str, list[str]]:
+        """``fmt``'s fields for every existing node, in one docker inspect (a node that does
+        not exist is left out)."""
+        proc = docker("inspect", "--format", "{{.Name}} " + fmt, *self.nodes(), check=False, timeout=30)
+        got = {name.lstrip("/"): rest for name, *rest in (line.split() for line in proc.stdout.splitlines() if line)}
+        return {n: got[n] for n in self.nodes() if n in got}
+
     def node_states(self) -> dict[str, str]:
-        """One docker inspect for every node (a node that does not exist is left out)."""
-        proc = docker("inspect", "--format", "{{.Name}} {{.State.Paused}} {{.State.Running}}", *self.nodes(),
-                      check=False, timeout=30)
-        out: dict[str, str] = {}
-        for line in proc.stdout.splitlines():
-            name, paused, running = (line.split() + ["", "", ""])[:3]
-            out[name.lstrip("/")] = "paused" if paused == "true" else "running" if running == "true" else "stopped"
-        return {n: out[n] for n in self.nodes() if n in out}
+        return {n: "paused" if f[0] == "true" else "running" if f[1] == "true" else "stopped"
+                for n, f in self._inspect_all("{{.State.Paused}} {{.State.Running}}").items()}
 
     def paused(self, node: str) -> bool:
         return bool(self.state(node).get("Paused"))
