@@ -111,7 +111,10 @@ def lay_out(run: Path) -> dict:
 
     spark = session(None, "mqchaos-bench-copy")
     plain = run / "history" / "plain"
-    frames = {k: spark.read.parquet(str(plain / k)) for k in ("produce", "consume")}
+    from checkers import schema as S
+
+    # read with the history's schema: fields added to it since (poison, rejected...) are null
+    frames = {k: spark.read.schema(S.KINDS[k][0]).parquet(str(plain / k)) for k in ("produce", "consume")}
     m = write_copy(spark, frames, str(run / "history" / "parquet"), {"produce": 0, "consume": 0},
                    frames["produce"].count())
     meta.write_text(json.dumps(m))

@@ -19,27 +19,33 @@ counted (`poison`), and so are the lost ones among them (`lost_poison`, the rest
 a bounded number of rejects (`gave_up`) are delivered, and counted as such.
 
 How it stays fast (docs/benchmarks.md has the figures):
-- every aggregation buffer is fixed-width (numbers only): Spark runs a string
-  min/max/first as a sort-based aggregation, several times slower. Producer
-  names are compared by a 64-bit hash, certified collision-free per run by a
-  small exact check (`collisions_query`);
+- the queries are Spark SQL text over the history's DataFrames (`sql`): one
+  py4j call builds a query that, from Column objects, took thousands (a warm
+  100k-message check spent a fifth of its time building its plan);
+- every aggregation buffer is fixed-width (numbers only) where all messages
+  pass: Spark runs a string min/max/first as a sort-based aggregation, several
+  times slower. Producer names are compared by a 64-bit hash, certified
+  collision-free per run by a small exact check (`collisions_query`);
 - a run whose Parquet copy is bucketed and sorted by msg_id (`mqchaos
   convert`) has its attempts and deliveries matched bucket by bucket as they
   stream: no shuffle, no hash map, no sort (checkers.history.bucketed);
-- identity, counts and samples are one job: the per-message aggregation is
-  computed once; anomalous messages keep their id, the others collapse into
-  one row per run before the only other shuffle, where the counts and the
-  first SAMPLES ids per kind (a bounded top-k) are taken from the same rows;
+- identity, counts, samples and the loss's detail are one job with the rest:
+  the per-message rows are computed after one shuffle of every record; each
+  message counts once in its run's totals and once more per anomaly kind it
+  has (the first SAMPLES ids per kind: a bounded top-k), all partially
+  aggregated before the only other shuffle;
 - ordering needs the produce log only for deliveries that do not carry their
   writer, and then only those messages' records (a broadcast semi-join); on
   large inputs its window is partitioned by a 64-bit hash of the group;
 - unavailable intervals come from per-bucket extremes of the successful
   writes (buckets narrower than the threshold), then the failed writes alone:
-  no sort of the produce log.
+  no sort of the produce log. The run's pooled intervals and each producer's
+  are one computation, keyed by run or by run and producer.
 """
 from __future__ import annotations
 
 import inspect
+import uuid
 from typing import Callable
 
 from pyspark.sql import DataFrame, Window, functions as F
@@ -70,30 +76,70 @@ POISON, DEAD_LETTERED, GAVE_UP = 1, 2, 4
 ANOMALY_KINDS = ("lost", "duplicated", "unexpected", "recovered", "recovered_fail", "id_conflicts")
 
 
+def sql(text: str, **args) -> DataFrame:
+    """Spark SQL in which each `{name}` is args[name]: a DataFrame (registered as a
+    temporary view while the query is analysed, then dropped: the query keeps its plan,
+    and its use of a cached DataFrame) or a piece of SQL text."""
+    frames = [v for v in args.values() if isinstance(v, DataFrame)]
+    spark = frames[0].sparkSession
+    names, views = {}, []
+    for k, v in args.items():
+        if isinstance(v, DataFrame):
+            names[k] = f"mqchaos_{uuid.uuid4().hex}"
+            v.createOrReplaceTempView(names[k])
+            views.append(names[k])
+        else:
+            names[k] = v
+    try:
+        return spark.sql(text.format(**names))
+    finally:
+        # Through the session's catalogue: Catalog.dropTempView would also uncache
+        # every DataFrame with the view's plan (the check's cached history).
+        catalog = spark._jsparkSession.sessionState().catalog()
+        for name in views:
+            catalog.dropTempView(name)
+
+
+def _d(x: float) -> str:
+    """A double literal, exactly `x` (a bare 1.5 is a decimal in Spark SQL)."""
+    return f"CAST('{float(x)!r}' AS DOUBLE)"
+
+
+def _ids(ids) -> str:
+    """`run IN (...)` over the run ids (false when there are none)."""
+    ids = [int(i) for i in ids]
+    return f"run IN ({', '.join(map(str, ids))})" if ids else "false"
+
+
 # min_by(value, order, k) (Spark >= 4.2): the k values of the smallest
 # orders, in order, from a bounded buffer. Older Spark: a sorted list, cut.
 _MIN_BY_K = "k" in inspect.signature(F.min_by).parameters
 
 
-def _first(value, order, k: int = SAMPLES):
+def _first(value: str, order: str, k: int = SAMPLES) -> str:
     """Aggregate: the values of the k smallest `order`s (nulls skipped), in order."""
     if _MIN_BY_K:
-        return F.min_by(value, order, k)
-    pairs = F.collect_list(F.when(order.isNotNull(), F.struct(order.alias("o"), value.alias("v"))))
-    return F.transform(F.slice(F.array_sort(pairs), 1, k), lambda x: x["v"])
+        return f"min_by({value}, {order}, {k})"
+    return (f"transform(slice(array_sort(collect_list(CASE WHEN ({order}) IS NOT NULL THEN "
+            f"struct({order} AS o, {value} AS v) END)), 1, {k}), x -> x.v)")
 
 
-def _count_if(cond):
-    return F.sum(F.when(cond, 1).otherwise(0))
+def _int(cond: str) -> str:
+    return f"CASE WHEN {cond} THEN 1 ELSE 0 END"
 
 
-def _int(cond):
-    return F.when(cond, 1).otherwise(0)
+def _rank(col: str) -> str:
+    return f"CASE {col} WHEN 'ok' THEN {RANK['ok']} WHEN 'info' THEN {RANK['info']} WHEN 'fail' THEN {RANK['fail']} END"
 
 
-def _rank(col):
-    return (F.when(col == "ok", RANK["ok"]).when(col == "info", RANK["info"])
-            .when(col == "fail", RANK["fail"]))
+_BAD = "`_bad`"
+HAS_WRITER = "(producer IS NOT NULL AND seq IS NOT NULL)"
+REJECTED = "coalesce(rejected, false)"  # a consume line handed back to the broker: not a delivery
+# A delivery's flags (a rejected line has none).
+CONSUME_FLAGS = (f"CASE WHEN {REJECTED} THEN 0 ELSE "
+                 f"(CASE WHEN coalesce(dead_lettered, false) THEN {DEAD_LETTERED} ELSE 0 END) | "
+                 f"(CASE WHEN coalesce(gave_up, false) THEN {GAVE_UP} ELSE 0 END) END")
+PRODUCE_FLAGS = f"CASE WHEN coalesce(poison, false) THEN {POISON} ELSE 0 END"
 
 
 def _has_writer():
@@ -101,18 +147,11 @@ def _has_writer():
 
 
 def _rejected():
-    """A consume line handed back to the broker: not a delivery."""
     return F.coalesce(F.col("rejected"), F.lit(False))
 
 
-def _consume_flags():
-    """A delivery's flags (a rejected line has none)."""
-    on = (lambda c, bit: F.when(F.coalesce(F.col(c), F.lit(False)), bit).otherwise(0))
-    return F.when(_rejected(), 0).otherwise(on("dead_lettered", DEAD_LETTERED).bitwiseOR(on("gave_up", GAVE_UP)))
-
-
-def _produce_flags():
-    return F.when(F.coalesce(F.col("poison"), F.lit(False)), POISON).otherwise(0)
+def _count_if(cond):
+    return F.sum(F.when(cond, 1).otherwise(0))
 
 
 Query = tuple[DataFrame, Callable[[list], dict]]
@@ -128,9 +167,13 @@ def run_queries(queries: list[Query | None]) -> list:
     union = dfs[0]
     for df in dfs[1:]:
         union = union.unionByName(df, allowMissingColumns=True)
-    rows = union.collect()
-    return [q[1]([r for r in rows if r.part == i]) if q else None for i, q in enumerate(queries)]
+    parts: dict[int, list] = {}
+    for r in union.collect():
+        parts.setdefault(r.part, []).append(r)
+    return [q[1](parts.get(i, [])) if q else None for i, q in enumerate(queries)]
 
+
+# -- per message -----------------------------------------------------------------------------
 
 def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
     """(run, msg_id) -> the message's attempts and deliveries, from one
@@ -139,38 +182,25 @@ def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
     # 1 / 2 / 3 a completion (fail / info / ok), 4 a delivery that carries its
     # writer, 5 one that does not, 6 an invoke (history version 2), 7 a rejected
     # delivery (handed back). fl: the record's flags (POISON...).
-    bad = F.col("_bad")
-    p = produce.select(
-        "run", "msg_id", F.when(bad, 0).when(F.col("outcome") == S.INVOKE, 6)
-        .otherwise(_rank(F.col("outcome"))).alias("r"),
-        F.when(~bad & (F.col("outcome") == "ok"), F.col("t_complete")).alias("tc"),
-        F.when(~bad, F.xxhash64("producer")).alias("ph"),
-        F.when(bad, 0).otherwise(_produce_flags()).alias("fl"))
-    parts = p
+    rows = (f"SELECT run, msg_id, CASE WHEN {_BAD} THEN 0 WHEN outcome = '{S.INVOKE}' THEN 6 "
+            f"ELSE {_rank('outcome')} END AS r, "
+            f"CASE WHEN NOT {_BAD} AND outcome = 'ok' THEN t_complete END AS tc, "
+            f"CASE WHEN NOT {_BAD} THEN xxhash64(producer) END AS ph, "
+            f"CASE WHEN {_BAD} THEN 0 ELSE {PRODUCE_FLAGS} END AS fl FROM {{produce}}")
     if consume is not None:
-        c = consume.select(
-            "run", "msg_id", F.when(bad, 0).when(_rejected(), 7).when(_has_writer(), 4).otherwise(5).alias("r"),
-            F.lit(None).cast("double").alias("tc"), F.lit(None).cast("long").alias("ph"),
-            F.when(bad, 0).otherwise(_consume_flags()).alias("fl"))
-        parts = p.unionByName(c)
-    r = F.col("r")
-    attempt = r.between(1, 3)
+        rows += (f" UNION ALL SELECT run, msg_id, CASE WHEN {_BAD} THEN 0 WHEN {REJECTED} THEN 7 "
+                 f"WHEN {HAS_WRITER} THEN 4 ELSE 5 END, CAST(NULL AS DOUBLE), CAST(NULL AS BIGINT), "
+                 f"CASE WHEN {_BAD} THEN 0 ELSE {CONSUME_FLAGS} END FROM {{consume}}")
+    attempt = "r BETWEEN 1 AND 3"
     # Message ids are (nearly) all distinct: an aggregation before the shuffle
     # would only cost. Shuffled first, the aggregation runs once, after it
     # (spark.sql.execution.combineAdjacentAggregation, set by checkers.spark).
-    return parts.repartition("run", "msg_id").groupBy("run", "msg_id").agg(
-        _count_if(attempt).alias("attempts"),
-        _count_if(r == 6).alias("inv"),
-        F.max(F.when(attempt, r)).alias("best"),
-        _count_if(r.isin(4, 5)).alias("dlv"),
-        _count_if(r == 0).alias("bad"),
-        F.min("ph").alias("pmin"),
-        F.max("ph").alias("pmax"),
-        F.max("tc").alias("ok_t"),
-        _count_if(r == 5).alias("nw"),
-        _count_if(r == 7).alias("rej"),
-        F.bit_or("fl").alias("fl"),
-    )
+    text = (f"SELECT run, msg_id, sum({_int(attempt)}) AS attempts, sum({_int('r = 6')}) AS inv, "
+            f"max(CASE WHEN {attempt} THEN r END) AS best, sum({_int('r IN (4, 5)')}) AS dlv, "
+            f"sum({_int('r = 0')}) AS bad, min(ph) AS pmin, max(ph) AS pmax, max(tc) AS ok_t, "
+            f"sum({_int('r = 5')}) AS nw, sum({_int('r = 7')}) AS rej, bit_or(fl) AS fl "
+            f"FROM (SELECT /*+ REPARTITION(run, msg_id) */ * FROM ({rows})) GROUP BY run, msg_id")
+    return sql(text, produce=produce, consume=consume) if consume is not None else sql(text, produce=produce)
 
 
 def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | None) -> DataFrame:
@@ -180,16 +210,16 @@ def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | Non
     inv = F.col("outcome") == S.INVOKE
     m = produce.groupBy("msg_id").agg(
         _count_if(~inv).alias("attempts"), _count_if(inv).alias("inv"),
-        F.max(_rank(F.col("outcome"))).alias("best"),
+        F.max(F.expr(_rank("outcome"))).alias("best"),
         F.min(F.xxhash64("producer")).alias("pmin"), F.max(F.xxhash64("producer")).alias("pmax"),
-        F.max(F.when(ok, F.col("t_complete"))).alias("ok_t"), F.bit_or(_produce_flags()).alias("pfl"))
+        F.max(F.when(ok, F.col("t_complete"))).alias("ok_t"), F.bit_or(F.expr(PRODUCE_FLAGS)).alias("pfl"))
     if consume is None:
         m = m.select("*", *[F.lit(0).cast("long").alias(k) for k in ("dlv", "nw", "rej")],
                      F.lit(0).alias("cfl"))
     else:
         rej = _rejected()
         d = consume.groupBy("msg_id").agg(_count_if(~rej).alias("dlv"), _count_if(~rej & ~_has_writer()).alias("nw"),
-                                          _count_if(rej).alias("rej"), F.bit_or(_consume_flags()).alias("cfl"))
+                                          _count_if(rej).alias("rej"), F.bit_or(F.expr(CONSUME_FLAGS)).alias("cfl"))
         m = m.join(d, "msg_id", "full_outer")
     zero = (lambda c: F.coalesce(c, F.lit(0)).cast("long"))
     return m.select(F.lit(rid).alias("run"), "msg_id",
@@ -199,80 +229,85 @@ def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | Non
                     F.coalesce("pfl", F.lit(0)).bitwiseOR(F.coalesce("cfl", F.lit(0))).alias("fl"))
 
 
-def identity_query(produce: DataFrame | None, consume: DataFrame | None,
-                   bucketed: dict[int, tuple] | None = None) -> Query:
-    """Counts and sample ids per run.
+def per_message(produce: DataFrame | None, consume: DataFrame | None,
+                bucketed: dict[int, tuple] | None = None) -> DataFrame:
+    """One row per (run, msg_id): the input of identity_query and loss_query.
 
     `bucketed`: {run id: (produce, consume)} of runs whose copies are
     bucketed by msg_id (checkers.history.bucketed): those are matched bucket
-    by bucket, the others by one shuffle of all their records.
-    Each run's dict also holds `no_writer`: good deliveries without
-    producer/seq (the ordering then looks them up in the produce log)."""
+    by bucket, the others by one shuffle of all their records."""
     bucketed = bucketed or {}
     parts = [_per_message_bucketed(rid, p, c) for rid, (p, c) in bucketed.items()]
     if produce is not None:  # None: every run is in `bucketed`
         if bucketed:
-            rest = ~F.col("run").isin(*bucketed)
+            rest = f"NOT {_ids(bucketed)}"
             produce = produce.where(rest)
             consume = consume.where(rest) if consume is not None else None
         parts.append(_per_message(produce, consume))
     m = parts[0]
     for part in parts[1:]:
         m = m.unionByName(part)
-    # A message invoked but never completed (the run died first) is unknown: info.
-    m = m.withColumn("best", F.coalesce(F.col("best"), F.when(F.col("inv") > 0, F.lit(RANK["info"]))))
-    best, dlv = F.col("best"), F.col("dlv")
-    seen = (F.col("attempts") + F.col("inv")) > 0
-    flag = (lambda bit: (F.col("fl").bitwiseAND(bit)) != 0)
-    kinds = {
-        "lost": (best == 3) & (dlv == 0),
-        "unexpected": ~seen & (dlv > 0),
-        "duplicated": dlv > 1,
-        "recovered": best.isin(1, 2) & (dlv > 0),
-        "recovered_fail": (best == 1) & (dlv > 0),
-        "id_conflicts": F.col("pmin") != F.col("pmax"),
-    }
-    anomalous = F.lit(False)
-    for cond in kinds.values():
-        anomalous = anomalous | F.coalesce(cond, F.lit(False))
-    # One row per message, reduced at once: anomalous messages keep their id
-    # (`sid`), every other one folds into a single (run, null) row per task.
+    return m
+
+
+# A message's outcome rank (a message invoked but never completed, the run died first,
+# is unknown: info), and the conditions on a per-message row.
+_B = f"coalesce(best, CASE WHEN inv > 0 THEN {RANK['info']} END)"
+_SEEN = "(attempts + inv) > 0"
+KINDS = {
+    "lost": f"({_B} = 3 AND dlv = 0)",
+    "unexpected": f"(NOT {_SEEN} AND dlv > 0)",
+    "duplicated": "(dlv > 1)",
+    "recovered": f"({_B} IN (1, 2) AND dlv > 0)",
+    "recovered_fail": f"({_B} = 1 AND dlv > 0)",
+    "id_conflicts": "(pmin != pmax)",
+}
+
+
+def _flag(bit: int) -> str:
+    return f"((fl & {bit}) != 0)"
+
+
+def identity_query(produce: DataFrame | None, consume: DataFrame | None,
+                   bucketed: dict[int, tuple] | None = None, m: DataFrame | None = None) -> Query:
+    """Counts and sample ids per run, from `m` (per_message's rows; built from the
+    other arguments when not given).
+
+    Each run's dict also holds `no_writer`: good deliveries without
+    producer/seq (the ordering then looks them up in the produce log)."""
+    if m is None:
+        m = per_message(produce, consume, bucketed)
     per_msg = {
-        "attempted": _int(seen), "ok": _int(best == 3), "info": _int(best == 2),
-        "fail": _int(best == 1), "produce_records": F.col("attempts"), "delivered": _int(dlv > 0),
-        "deliveries": dlv, "duplicate_deliveries": F.greatest(dlv - 1, F.lit(0)),
-        "malformed_lines": F.col("bad"),
+        "attempted": _int(_SEEN), "ok": _int(f"{_B} = 3"), "info": _int(f"{_B} = 2"),
+        "fail": _int(f"{_B} = 1"), "produce_records": "attempts", "delivered": _int("dlv > 0"),
+        "deliveries": "dlv", "duplicate_deliveries": "greatest(dlv - 1, 0)",
+        "malformed_lines": "bad",
         # deliveries lacking producer/seq whose message has a produce record
         # (the others, unexpected, have no writer to look up)
-        "no_writer": F.when(seen, F.col("nw")).otherwise(0),
-        **{k: _int(cond) for k, cond in kinds.items()},
-        "poison": _int(flag(POISON)),
-        "lost_poison": _int(kinds["lost"] & flag(POISON)),
-        "lost_other": _int(kinds["lost"] & ~flag(POISON)),
-        "dead_lettered": _int(flag(DEAD_LETTERED)),
-        "gave_up": _int(flag(GAVE_UP)),
-        "rejections": F.col("rej"),
+        "no_writer": f"CASE WHEN {_SEEN} THEN nw ELSE 0 END",
+        **{k: _int(cond) for k, cond in KINDS.items()},
+        "poison": _int(_flag(POISON)),
+        "lost_poison": _int(f"{KINDS['lost']} AND {_flag(POISON)}"),
+        "lost_other": _int(f"{KINDS['lost']} AND NOT {_flag(POISON)}"),
+        "dead_lettered": _int(_flag(DEAD_LETTERED)),
+        "gave_up": _int(_flag(GAVE_UP)),
+        "rejections": "rej",
     }
     sums = list(per_msg)
-    a1 = (m.select("run", F.when(anomalous, F.col("msg_id")).alias("sid"),
-                   F.when(kinds["lost"], F.col("ok_t")).alias("lost_t"),
-                   *[c.cast("long").alias(k) for k, c in per_msg.items()])
-          .groupBy("run", "sid")
-          .agg(*[F.sum(k).alias(k) for k in sums],
-               F.min("lost_t").alias("lost_first"), F.max("lost_t").alias("lost_last")))
-    # Each of those rows counts once in its run's totals (kind "") and once
-    # more per anomaly kind it has, under which the first ids are kept (a
-    # bounded top-k: only anomalies and the folded rows get this far).
-    kind = F.explode(F.array(F.lit(""), *[F.when(F.col(k) > 0, F.lit(k)) for k in kinds])).alias("kind")
-    e = a1.select("*", kind).where(F.col("kind").isNotNull())
-    total = F.col("kind") == ""
-    sid = F.when(~total, F.col("sid"))
-    df = (e.groupBy("run", "kind")
-          .agg(*[F.sum(F.when(total, F.col(k))).alias(k) for k in sums],
-               F.min(F.when(total, F.col("lost_first"))).alias("lost_first"),
-               F.max(F.when(total, F.col("lost_last"))).alias("lost_last"),
-               _first(sid, sid).alias("ids")))
-    return df, lambda rows: _decode_identity(rows, sums)
+    # Each message counts once in its run's totals (kind "") and once more per
+    # anomaly kind it has, under which the first ids are kept (a bounded
+    # top-k); both are partially aggregated before the shuffle.
+    kind = "explode(array('', " + ", ".join(f"CASE WHEN {c} THEN '{k}' END" for k, c in KINDS.items()) + "))"
+    total = "kind = ''"
+    sid = "CASE WHEN kind != '' THEN msg_id END"
+    text = ("SELECT run, kind, "
+            + ", ".join(f"sum(CASE WHEN {total} THEN CAST({e} AS BIGINT) END) AS {k}" for k, e in per_msg.items())
+            + f", min(CASE WHEN {total} AND lost THEN ok_t END) AS lost_first"
+            + f", max(CASE WHEN {total} AND lost THEN ok_t END) AS lost_last"
+            + f", {_first(sid, sid)} AS ids"
+            + f" FROM (SELECT *, {KINDS['lost']} AS lost, {kind} AS kind FROM {{m}})"
+            + " WHERE kind IS NOT NULL GROUP BY run, kind")
+    return sql(text, m=m), lambda rows: _decode_identity(rows, sums)
 
 
 def _decode_identity(rows: list, sums: list[str]) -> dict[int, dict]:
@@ -292,40 +327,33 @@ def _decode_identity(rows: list, sums: list[str]) -> dict[int, dict]:
     return out
 
 
-def loss_detail(produce: DataFrame, consume: DataFrame | None, lost_last: dict[int, float]) -> dict[int, dict]:
+def loss_detail(m: DataFrame, produce: DataFrame, lost_last: dict[int, float], lost: int) -> dict[int, dict]:
     """For the runs with loss ({run id: the last lost message's confirm time}): the lost
-    messages by the node and the producer that wrote them (R7/R8: the loser's side), and how
-    many delivered messages had been confirmed no later than the last lost one (0: the loss
-    is exactly every write up to a moment, R2). A second, small job: lossless runs skip it."""
-    runs = list(lost_last)
-    ok = (produce.where(~F.col("_bad") & (F.col("outcome") == "ok") & F.col("run").isin(*runs))
-          .groupBy("run", "msg_id")
-          .agg(F.max("node").alias("node"), F.max("producer").alias("producer"), F.max("t_complete").alias("t")))
-    if consume is None:
-        got = ok.select("run", "msg_id").limit(0)
-    else:
-        got = (consume.where(~F.col("_bad") & ~_rejected() & F.col("run").isin(*runs))
-               .select("run", "msg_id").distinct())
-    lost = (ok.join(got, ["run", "msg_id"], "left_anti")
-            .groupBy("run", "node", "producer").count())
-    bounds = ok.sparkSession.createDataFrame([(r, float(t)) for r, t in lost_last.items()], "run int, last double")
-    kept = (ok.join(got, ["run", "msg_id"], "left_semi").join(F.broadcast(bounds), "run")
-            .where(F.col("t") <= F.col("last")).groupBy("run").count())
-    out = {r: {"lost_by_node": {}, "lost_by_producer": {}, "kept_before_lost_last": 0} for r in runs}
-
-    def by_side(rows):
-        for row in rows:
-            d = out[row.run]
-            for key, name in (("lost_by_node", row.node or "?"), ("lost_by_producer", row.producer or "?")):
-                d[key][name] = d[key].get(name, 0) + int(row["count"])
-        return out
-
-    def before(rows):
-        for row in rows:
-            out[row.run]["kept_before_lost_last"] = int(row["count"])
-        return out
-
-    run_queries([(lost, by_side), (kept.select("run", "count"), before)])
+    messages by the node and the producer that wrote them (R7/R8: the loser's side; a
+    message's greatest of its confirmed records'), and how many delivered messages had been
+    confirmed no later than the last lost one (0: the loss is exactly every write up to a
+    moment, R2). A second, small job, over `m` (per_message's rows, cached by the caller)
+    once identity has counted the loss (`lost` messages): lossless runs skip it."""
+    runs = _ids(lost_last)
+    # the lost messages' records only: a broadcast of their ids, when they are few
+    hint = "/*+ BROADCAST(l) */" if lost <= BROADCAST_IDS else ""
+    lost = f"SELECT run, msg_id FROM {{m}} WHERE {runs} AND best = 3 AND dlv = 0"
+    side = (f"SELECT run, 'side' AS what, node, producer, count(*) AS n FROM ("
+            f"SELECT {hint} p.run, max(p.node) AS node, max(p.producer) AS producer FROM {{produce}} p "
+            f"LEFT SEMI JOIN ({lost}) l ON p.run = l.run AND p.msg_id = l.msg_id "
+            f"WHERE NOT p.{_BAD} AND p.outcome = 'ok' AND p.{runs} GROUP BY p.run, p.msg_id) "
+            f"GROUP BY run, node, producer")
+    before = " OR ".join(f"(run = {int(r)} AND ok_t <= {_d(t)})" for r, t in lost_last.items())
+    kept = (f"SELECT run, 'kept', NULL, NULL, count(*) FROM {{m}} WHERE best = 3 AND dlv > 0 AND ({before}) "
+            f"GROUP BY run")
+    out = {r: {"lost_by_node": {}, "lost_by_producer": {}, "kept_before_lost_last": 0} for r in lost_last}
+    for row in sql(f"{side} UNION ALL {kept}", m=m, produce=produce).collect():
+        d = out[row.run]
+        if row.what == "kept":
+            d["kept_before_lost_last"] = int(row.n)
+            continue
+        for key, name in (("lost_by_node", row.node or "?"), ("lost_by_producer", row.producer or "?")):
+            d[key][name] = d[key].get(name, 0) + int(row.n)
     for d in out.values():
         d["lost_by_node"] = dict(sorted(d["lost_by_node"].items()))
         d["lost_by_producer"] = dict(sorted(d["lost_by_producer"].items()))
@@ -335,9 +363,8 @@ def loss_detail(produce: DataFrame, consume: DataFrame | None, lost_last: dict[i
 def collisions_query(produce: DataFrame) -> Query:
     """Runs in which two distinct producer names share a 64-bit hash (then
     `id_conflicts`, computed on hashes, must be recomputed exactly)."""
-    names = (produce.where(~F.col("_bad")).select("run", "producer").distinct()
-             .groupBy("run", F.xxhash64("producer").alias("h")).count()
-             .where(F.col("count") > 1).select("run").distinct())
+    names = sql(f"SELECT DISTINCT run FROM (SELECT run FROM (SELECT DISTINCT run, producer FROM {{produce}} "
+                f"WHERE NOT {_BAD}) GROUP BY run, xxhash64(producer) HAVING count(*) > 1)", produce=produce)
     return names, lambda rows: {r.run for r in rows}
 
 
@@ -364,11 +391,11 @@ def _with_writer(consume: DataFrame, produce: DataFrame, lookup: dict[int, int] 
     produce records of those messages are read back (a broadcast of their
     ids when few), and a message's writer is its first record, in file order.
     """
-    c = consume.where(~F.col("_bad") & ~_rejected())  # a rejected line is no delivery
+    c = consume.where(f"NOT {_BAD} AND NOT {REJECTED}")  # a rejected line is no delivery
     if lookup is None:  # not counted by the caller
-        lookup = {r.run: r["count"] for r in c.where(~_has_writer()).groupBy("run").count().collect()}
+        lookup = {r.run: r["count"] for r in c.where(f"NOT {HAS_WRITER}").groupBy("run").count().collect()}
     if not lookup:
-        return c.where(_has_writer())
+        return c.where(HAS_WRITER)
     has = c.where(_has_writer())
     missing = c.where(~_has_writer() & F.col("run").isin(*lookup)).drop("producer", "seq")
     keys = missing.select("run", "msg_id").distinct()
@@ -402,9 +429,9 @@ def ordering(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int, str]
 COLLISION = "group_hash_collision"
 
 
-def group_hash(*cols):
-    """The ordering group's 64-bit hash (a function: tests make it collide)."""
-    return F.xxhash64(*cols)
+def group_hash(*cols: str) -> str:
+    """The ordering group's 64-bit hash, as SQL (a function: tests make it collide)."""
+    return f"xxhash64({', '.join(cols)})"
 
 
 def ordering_query(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int, str],
@@ -425,33 +452,31 @@ def ordering_query(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int
     by_rule = {x: [r for r, y in rules.items() if y == x] for x in set(rules.values())}
 
     def of(rule):
-        return F.col("run").isin(*by_rule[rule]) if rule in by_rule else F.lit(False)
+        return f"({_ids(by_rule.get(rule, []))})"
 
     if lookup is not None:
         lookup = {r: n for r, n in lookup.items() if r in rules and n}
     d = _with_writer(consume, produce, lookup)
-    d = d.where(F.col("run").isin(*rules) & (of("strict") | ~F.col("redelivered")))
     # monotonic: per producer, consumer (and partition, for Kafka offsets);
     # fifo / strict: per producer, source.
     mono = of("monotonic")
-    k1 = F.when(mono, F.col("consumer")).otherwise(F.col("source"))
-    k2 = F.when(mono & F.col("offset").isNotNull(), F.col("source"))
     group = ["run", "producer", "k1", "k2"]
-    rows = d.select("run", "producer", k1.alias("k1"), k2.alias("k2"), "offset", "t", "seq", "msg_id")
+    rows = (f"SELECT run, producer, CASE WHEN {mono} THEN consumer ELSE source END AS k1, "
+            f"CASE WHEN {mono} AND `offset` IS NOT NULL THEN source END AS k2, `offset`, t, seq, msg_id "
+            f"FROM {{d}} WHERE {_ids(rules)} AND ({of('strict')} OR NOT redelivered)")
     if not exact:
-        rows = rows.withColumn("g", group_hash(*group))
-    w = (Window.partitionBy(*(group if exact else ["g"]))
-         .orderBy(F.col("offset").asc_nulls_last(), F.col("t"), F.col("seq"))
-         .rowsBetween(Window.unboundedPreceding, -1))
-    v = rows.withColumn("prev_max", F.max("seq").over(w)).where(F.col("seq") < F.col("prev_max"))
+        rows = f"SELECT *, {group_hash(*group)} AS g FROM ({rows})"
+    over = (f"PARTITION BY {', '.join(group if exact else ['g'])} ORDER BY `offset` ASC NULLS LAST, t, seq "
+            "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING")
     # The violations are few: counted, and the earliest kept, in one aggregation.
-    df = v.groupBy("run").agg(F.count(F.lit(1)).alias("n"),
-                              _first(F.col("msg_id"), F.struct("t", "msg_id")).alias("ids"))
+    text = (f"WITH grp AS ({rows}) "
+            f"SELECT run, count(*) AS n, {_first('msg_id', 'struct(t, msg_id)')} AS ids FROM "
+            f"(SELECT run, seq, t, msg_id, max(seq) OVER ({over}) AS prev_max FROM grp) "
+            "WHERE seq < prev_max GROUP BY run")
     if not exact:
-        shared = (rows.groupBy("g", *group).agg(F.count(F.lit(1)).alias("n"))
-                  .groupBy("g").count().where(F.col("count") > 1)
-                  .select(F.lit(-1).alias("run"), F.col("count").alias("n")))
-        df = df.unionByName(shared, allowMissingColumns=True)
+        text += (f" UNION ALL SELECT -1, count(*), NULL FROM "
+                 f"(SELECT g FROM grp GROUP BY g, {', '.join(group)}) GROUP BY g HAVING count(*) > 1")
+    df = sql(text, d=d)
 
     def decode(rows):
         out = {r.run: {"ordering_violations": int(r.n), "samples": list(r.ids or [])}
@@ -462,14 +487,22 @@ def ordering_query(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int
     return df, decode
 
 
-PRODUCER_KEY = "pkey"  # run and producer, for the per-producer intervals
-_SEP = "\u0001"
+_SEP = "\u0001"  # between run and producer in the unavailability's keys
 
 
-def unavailable_query(produce: DataFrame, threshold: float, per_producer: bool = False) -> Query:
-    """Intervals with failed/unknown writes and no successful one, per run (or, with
-    ``per_producer``, per run and producer: one producer's outage is not hidden by
-    another's successes; decoded as {run: {producer: intervals}}).
+def _unavailable_rows(produce: DataFrame, width: float) -> str:
+    """The produce log's completions, each twice: under its run (the pooled intervals)
+    and under its run and producer (`run` SEP `producer`), with its time bucket `b`."""
+    return (f"SELECT key, outcome = 'ok' AS ok, t_invoke, t_complete, floor(t_complete / {_d(width)}) AS b "
+            f"FROM {{produce}} LATERAL VIEW explode(array(CAST(run AS STRING), "
+            f"concat_ws(chr(1), CAST(run AS STRING), producer))) k AS key "
+            f"WHERE NOT {_BAD} AND outcome != '{S.INVOKE}'")
+
+
+def unavailable_query(produce: DataFrame, threshold: float) -> Query:
+    """Intervals with failed/unknown writes and no successful one, per run and, per run
+    and producer (one producer's outage is not hidden by another's successes), in one
+    computation; decoded as ({run: intervals}, {run: {producer: intervals}}).
 
     Every failed write belongs to the gap between the last success at or
     before it and the next one; such a group spans at most its gap. With time
@@ -477,88 +510,73 @@ def unavailable_query(produce: DataFrame, threshold: float, per_producer: bool =
     an interval: its failures are dropped. Every other failure finds its
     previous success from its bucket's extremes (first / last success) or
     from the last success of the buckets before: no sort of the log."""
-    out = PRODUCER_KEY if per_producer else "run"
-    if per_producer:  # the same computation, keyed by run and producer
-        produce = produce.withColumn("run", F.concat_ws(_SEP, F.col("run").cast("string"), F.col("producer")))
     if threshold < MIN_BUCKET_S:
-        return _unavailable_sorted(produce, threshold, out)
+        return _unavailable_sorted(produce, threshold)
     width = threshold * (1 - 1e-9)  # strictly narrower: float rounding cannot widen a bucket
-    p = (produce.where(~F.col("_bad") & (F.col("outcome") != S.INVOKE))
-         .select("run", (F.col("outcome") == "ok").alias("ok"), "t_invoke", "t_complete",
-                 F.floor(F.col("t_complete") / width).alias("b")))
-    okt = F.when(F.col("ok"), F.col("t_complete"))
-    buckets = p.groupBy("run", "b").agg(F.min(okt).alias("first_ok"), F.max(okt).alias("last_ok"))
-    before = Window.partitionBy("run").orderBy("b").rowsBetween(Window.unboundedPreceding, -1)
-    buckets = buckets.withColumn("carry", F.max("last_ok").over(before))
-    f = p.where(~F.col("ok")).join(F.broadcast(buckets), ["run", "b"])
-    tc = F.col("t_complete")
-    f = f.select(
-        "run", "t_invoke", "t_complete",
-        F.when(F.col("last_ok").isNull() | (tc < F.col("first_ok")), F.col("carry"))
-        .otherwise(F.col("last_ok")).alias("s_prev"),
-        # between two successes of its own bucket: a gap narrower than the threshold
-        (F.col("last_ok").isNotNull() & (tc >= F.col("first_ok")) & (tc < F.col("last_ok"))).alias("inner"))
-    return _gaps(f.where(~F.col("inner")), threshold, out)
+    okt = "CASE WHEN ok THEN t_complete END"
+    text = (f"WITH p AS ({_unavailable_rows(produce, width)}), "
+            f"buckets AS (SELECT key, b, first_ok, last_ok, max(last_ok) OVER (PARTITION BY key ORDER BY b "
+            f"ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS carry FROM "
+            f"(SELECT key, b, min({okt}) AS first_ok, max({okt}) AS last_ok FROM p GROUP BY key, b)) "
+            f"SELECT /*+ BROADCAST(w) */ p.key, p.t_invoke, p.t_complete, "
+            f"CASE WHEN w.last_ok IS NULL OR p.t_complete < w.first_ok THEN w.carry ELSE w.last_ok END AS s_prev "
+            f"FROM p JOIN buckets w ON p.key = w.key AND p.b = w.b WHERE NOT p.ok "
+            # between two successes of its own bucket: a gap narrower than the threshold
+            f"AND NOT (w.last_ok IS NOT NULL AND p.t_complete >= w.first_ok AND p.t_complete < w.last_ok)")
+    return _gaps(text, produce, threshold)
 
 
-def _gaps(f: DataFrame, threshold: float, out: str = "run") -> Query:
+def _gaps(failed: str, produce: DataFrame, threshold: float) -> Query:
     """Failed writes with `s_prev` (their previous success) -> merged intervals."""
-    gaps = (f.groupBy("run", "s_prev")
-            .agg(F.min("t_invoke").alias("a"), F.max("t_complete").alias("z"))
-            .select(F.col("run").alias(out), F.greatest(F.col("s_prev"), F.col("a")).alias("start"),
-                    F.col("z").alias("end"))
-            .where(F.col("end") - F.col("start") >= threshold))
+    text = (f"SELECT key AS ukey, ua, uz FROM (SELECT key, greatest(s_prev, min(t_invoke)) AS ua, "
+            f"max(t_complete) AS uz FROM ({failed}) GROUP BY key, s_prev) WHERE uz - ua >= {_d(threshold)}")
 
     def decode(rows):
         found: dict = {}
         for row in rows:
-            found.setdefault(row[out], []).append([row.start, row.end])
-        if out == "run":
-            return {r: merge(iv) for r, iv in found.items()}
-        by_run: dict[int, dict[str, list]] = {}
+            found.setdefault(row.ukey, []).append([row.ua, row.uz])
+        by_run: dict[int, list] = {}
+        by_producer: dict[int, dict[str, list]] = {}
         for key, iv in found.items():
-            run, producer = key.split(_SEP, 1)
-            by_run.setdefault(int(run), {})[producer] = merge(iv)
-        return by_run
-    return gaps, decode
+            run, sep, producer = key.partition(_SEP)
+            if sep:
+                by_producer.setdefault(int(run), {})[producer] = merge(iv)
+            else:
+                by_run[int(run)] = merge(iv)
+        return by_run, by_producer
+    return sql(text, produce=produce), decode
 
 
-def _unavailable_sorted(produce: DataFrame, threshold: float, out: str = "run") -> Query:
+def _unavailable_sorted(produce: DataFrame, threshold: float) -> Query:
     """The same, for any threshold: the latest success at or before each
     failure by a running max over the produce log in time order (per bucket)."""
-    p = (produce.where(~F.col("_bad") & (F.col("outcome") != S.INVOKE))
-         .select("run", (F.col("outcome") == "ok").alias("ok"), "t_invoke", "t_complete",
-                 F.floor(F.col("t_complete") / BUCKET_S).alias("b")))
-    buckets = p.groupBy("run", "b").agg(
-        _count_if(~F.col("ok")).alias("n_bad"),
-        F.max(F.when(F.col("ok"), F.col("t_complete"))).alias("last_ok"))
-    before = Window.partitionBy("run").orderBy("b").rowsBetween(Window.unboundedPreceding, -1)
-    bad_buckets = (buckets.withColumn("carry", F.max("last_ok").over(before))
-                   .where(F.col("n_bad") > 0).select("run", "b", "carry"))
+    okt = "CASE WHEN ok THEN t_complete END"
     # Only buckets holding a failure matter; within them, the latest success
     # at or before each failure names the gap the failure falls in.
-    rows = p.join(F.broadcast(bad_buckets), ["run", "b"])
-    upto = (Window.partitionBy("run", "b").orderBy(F.col("t_complete"), F.col("ok").desc())
-            .rowsBetween(Window.unboundedPreceding, 0))
-    rows = rows.withColumn("s_prev", F.coalesce(
-        F.max(F.when(F.col("ok"), F.col("t_complete"))).over(upto), F.col("carry")))
-    return _gaps(rows.where(~F.col("ok")), threshold, out)
+    text = (f"WITH p AS ({_unavailable_rows(produce, BUCKET_S)}), "
+            f"bad AS (SELECT key, b, carry FROM (SELECT key, b, n_bad, max(last_ok) OVER (PARTITION BY key "
+            f"ORDER BY b ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS carry FROM "
+            f"(SELECT key, b, sum({_int('NOT ok')}) AS n_bad, max({okt}) AS last_ok FROM p GROUP BY key, b)) "
+            f"WHERE n_bad > 0) "
+            f"SELECT key, t_invoke, t_complete, s_prev FROM (SELECT /*+ BROADCAST(w) */ p.key, p.ok, p.t_invoke, "
+            f"p.t_complete, coalesce(max(CASE WHEN p.ok THEN p.t_complete END) OVER (PARTITION BY p.key, p.b "
+            f"ORDER BY p.t_complete, p.ok DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW), w.carry) AS s_prev "
+            f"FROM p JOIN bad w ON p.key = w.key AND p.b = w.b) WHERE NOT ok")
+    return _gaps(text, produce, threshold)
 
 
 def read_gaps_query(consume: DataFrame, threshold: float) -> Query:
     """Per run and consumer, the stretches of at least ``threshold`` seconds between two
     successive deliveries: how long each reader was left without messages (the read side
     of unavailability; decoded as {run: {consumer: [[from, to], ...]}})."""
-    c = consume.where(~F.col("_bad")).select("run", "consumer", "t")
-    prev = F.lag("t").over(Window.partitionBy("run", "consumer").orderBy("t"))
-    gaps = (c.select("run", "consumer", prev.alias("start"), F.col("t").alias("end"))
-            .where(F.col("end") - F.col("start") >= threshold)
-            .select("run", F.col("consumer").alias("reader"), "start", "end"))
+    gaps = sql(f"SELECT run, consumer AS reader, ra, rz FROM (SELECT run, consumer, "
+               f"lag(t) OVER (PARTITION BY run, consumer ORDER BY t) AS ra, t AS rz FROM {{consume}} "
+               f"WHERE NOT {_BAD}) WHERE rz - ra >= {_d(threshold)}", consume=consume)
 
     def decode(rows):
         out: dict[int, dict[str, list]] = {}
         for row in rows:
-            out.setdefault(row.run, {}).setdefault(row.reader, []).append([row.start, row.end])
+            out.setdefault(row.run, {}).setdefault(row.reader, []).append([row.ra, row.rz])
         for readers in out.values():
             for iv in readers.values():
                 iv.sort()

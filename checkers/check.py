@@ -45,21 +45,35 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
             df.unpersist()
 
 
+def _queries(m, produce, consume, rules: dict, large: bool, threshold: float) -> tuple:
+    # One Spark job: identity, the producer-hash check, unavailability and ordering
+    # (on the deliveries that carry their writer), whose stages share the cores.
+    ident, collide, unav, reads, order = A.run_queries([
+        A.identity_query(None, None, m=m),
+        A.collisions_query(produce),
+        A.unavailable_query(produce, threshold),
+        # a sort of the consume log per reader: not on millions of records (docs/history.md)
+        A.read_gaps_query(consume, threshold) if consume is not None and not large else None,
+        A.ordering_query(produce, consume, rules, {}, exact=not large) if consume is not None else None])
+    # Then, for runs with loss, a small job over the per-message rows.
+    lossy = {rid: d["lost_window"][1] for rid, d in ident.items() if d.get("lost") and d.get("lost_window")}
+    detail = (A.loss_detail(m, produce, lossy, sum(ident[r]["lost"] for r in lossy)) if lossy else {})
+    return ident, collide, unav, reads, order, detail
+
+
 def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce, consume,
            threshold: float) -> dict[str, dict]:
     with bucketed(spark, ids if large else {}) as tables:
-        # One Spark job: identity, the producer-hash check, unavailability and
-        # ordering (on the deliveries that carry their writer), whose stages
-        # share the cores.
         rest = len(tables) < len(ids)
-        ident, collide, unav, unav_p, reads, order = A.run_queries([
-            A.identity_query(produce if rest else None, consume if rest else None, tables),
-            A.collisions_query(produce),
-            A.unavailable_query(produce, threshold),
-            A.unavailable_query(produce, threshold, per_producer=True),
-            # a sort of the consume log per reader: not on millions of records (docs/history.md)
-            A.read_gaps_query(consume, threshold) if consume is not None and not large else None,
-            A.ordering_query(produce, consume, rules, {}, exact=not large) if consume is not None else None])
+        m = A.per_message(produce if rest else None, consume if rest else None, tables)
+        if not large:  # kept for the loss's detail, if there is loss
+            m = m.cache()
+        try:
+            ident, collide, (unav, unav_p), reads, order, detail = _queries(
+                m, produce, consume, rules, large, threshold)
+        finally:
+            if not large:
+                m.unpersist()
     computed = reads is not None  # not on millions of records
     order = order or {}
     if order.pop(A.COLLISION, False):  # two ordering groups shared a hash
@@ -79,8 +93,6 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
     if lookup and consume is not None:
         order = {r: o for r, o in order.items() if r not in lookup}
         order.update(A.ordering(produce, consume, {r: rules[r] for r in lookup}, lookup, exact=not large))
-    lossy = {rid: d["lost_window"][1] for rid, d in ident.items() if d.get("lost") and d.get("lost_window")}
-    detail = A.loss_detail(produce, consume, lossy) if lossy else {}
     unknown = set(ident) | set(order) | set(unav)
     unknown -= set(ids)
     if unknown:
@@ -91,7 +103,9 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
         d = ident.get(rid) or {k: 0 for k in A.COUNT_FIELDS} | {"samples": {k: [] for k in A.ANOMALY_KINDS},
                                                                 "lost_window": None}
         d["malformed_lines"] += sum((run.parquet_malformed or {}).values())
-        d.update(detail.get(rid) or {"lost_by_node": {}, "lost_by_producer": {}, "kept_before_lost_last": None})
+        # the loss's detail, for a run with loss only
+        d.update((detail.get(rid) if d["lost"] else None)
+                 or {"lost_by_node": {}, "lost_by_producer": {}, "kept_before_lost_last": None})
         o = order.get(rid, {"ordering_violations": 0, "samples": []})
         d["ordering"] = rules[rid]
         d["ordering_violations"] = o["ordering_violations"]

@@ -147,14 +147,15 @@ def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
               .option("mode", "PERMISSIVE")
               .option("columnNameOfCorruptRecord", S.CORRUPT)
               .json(json_files))
-        bad = F.col(S.CORRUPT).isNotNull()
-        for c in required:
-            bad = bad | F.col(c).isNull()
+        bad = [f"`{S.CORRUPT}` IS NOT NULL"] + [f"`{c}` IS NULL" for c in required]
+        extra = []
         if kind == "produce":
-            bad = bad | ~F.col("outcome").isin(*S.OUTCOMES, S.INVOKE)
-            bad = bad | (F.col("t_complete").isNull() & (F.col("outcome") != S.INVOKE))
-            df = df.withColumn(S.POS, F.lit(None).cast(S.POS_TYPE))
-        parts.append(df.withColumn("_bad", F.coalesce(bad, F.lit(True))).drop(S.CORRUPT))
+            outcomes = ", ".join(f"'{o}'" for o in (*S.OUTCOMES, S.INVOKE))
+            bad += [f"NOT outcome IN ({outcomes})", f"(t_complete IS NULL AND outcome != '{S.INVOKE}')"]
+            extra = [f"CAST(NULL AS {S.POS_TYPE.simpleString()}) AS `{S.POS}`"]
+        # as SQL text: a few py4j calls where Column objects took hundreds
+        df = df.selectExpr("*", f"coalesce({' OR '.join(bad)}, true) AS `_bad`", *extra).drop(S.CORRUPT)
+        parts.append(df)
     if pq_files:
         df = spark.read.schema(S.COPY[kind]).parquet(*pq_files)
         parts.append(df.withColumn("_bad", F.lit(False)))
