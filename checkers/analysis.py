@@ -142,14 +142,6 @@ CONSUME_FLAGS = (f"CASE WHEN {REJECTED} THEN 0 ELSE "
 PRODUCE_FLAGS = f"CASE WHEN coalesce(poison, false) THEN {POISON} ELSE 0 END"
 
 
-def _has_writer():
-    return F.col("producer").isNotNull() & F.col("seq").isNotNull()
-
-
-def _rejected():
-    return F.coalesce(F.col("rejected"), F.lit(False))
-
-
 def _count_if(cond):
     return F.sum(F.when(cond, 1).otherwise(0))
 
@@ -217,8 +209,8 @@ def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | Non
         m = m.select("*", *[F.lit(0).cast("long").alias(k) for k in ("dlv", "nw", "rej")],
                      F.lit(0).alias("cfl"))
     else:
-        rej = _rejected()
-        d = consume.groupBy("msg_id").agg(_count_if(~rej).alias("dlv"), _count_if(~rej & ~_has_writer()).alias("nw"),
+        rej = F.expr(REJECTED)
+        d = consume.groupBy("msg_id").agg(_count_if(~rej).alias("dlv"), _count_if(~rej & ~F.expr(HAS_WRITER)).alias("nw"),
                                           _count_if(rej).alias("rej"), F.bit_or(F.expr(CONSUME_FLAGS)).alias("cfl"))
         m = m.join(d, "msg_id", "full_outer")
     zero = (lambda c: F.coalesce(c, F.lit(0)).cast("long"))
@@ -337,10 +329,10 @@ def loss_detail(m: DataFrame, produce: DataFrame, lost_last: dict[int, float], l
     runs = _ids(lost_last)
     # the lost messages' records only: a broadcast of their ids, when they are few
     hint = "/*+ BROADCAST(l) */" if lost <= BROADCAST_IDS else ""
-    lost = f"SELECT run, msg_id FROM {{m}} WHERE {runs} AND best = 3 AND dlv = 0"
+    lost_ids = f"SELECT run, msg_id FROM {{m}} WHERE {runs} AND {KINDS['lost']}"
     side = (f"SELECT run, 'side' AS what, node, producer, count(*) AS n FROM ("
             f"SELECT {hint} p.run, max(p.node) AS node, max(p.producer) AS producer FROM {{produce}} p "
-            f"LEFT SEMI JOIN ({lost}) l ON p.run = l.run AND p.msg_id = l.msg_id "
+            f"LEFT SEMI JOIN ({lost_ids}) l ON p.run = l.run AND p.msg_id = l.msg_id "
             f"WHERE NOT p.{_BAD} AND p.outcome = 'ok' AND p.{runs} GROUP BY p.run, p.msg_id) "
             f"GROUP BY run, node, producer")
     before = " OR ".join(f"(run = {int(r)} AND ok_t <= {_d(t)})" for r, t in lost_last.items())
@@ -396,8 +388,8 @@ def _with_writer(consume: DataFrame, produce: DataFrame, lookup: dict[int, int] 
         lookup = {r.run: r["count"] for r in c.where(f"NOT {HAS_WRITER}").groupBy("run").count().collect()}
     if not lookup:
         return c.where(HAS_WRITER)
-    has = c.where(_has_writer())
-    missing = c.where(~_has_writer() & F.col("run").isin(*lookup)).drop("producer", "seq")
+    has = c.where(HAS_WRITER)
+    missing = c.where(f"NOT {HAS_WRITER} AND {_ids(lookup)}").drop("producer", "seq")
     keys = missing.select("run", "msg_id").distinct()
     if sum(lookup.values()) <= BROADCAST_IDS:
         keys = F.broadcast(keys)

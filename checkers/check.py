@@ -103,9 +103,7 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
         d = ident.get(rid) or {k: 0 for k in A.COUNT_FIELDS} | {"samples": {k: [] for k in A.ANOMALY_KINDS},
                                                                 "lost_window": None}
         d["malformed_lines"] += sum((run.parquet_malformed or {}).values())
-        # the loss's detail, for a run with loss only
-        d.update((detail.get(rid) if d["lost"] else None)
-                 or {"lost_by_node": {}, "lost_by_producer": {}, "kept_before_lost_last": None})
+        d.update(detail.get(rid) or {"lost_by_node": {}, "lost_by_producer": {}, "kept_before_lost_last": None})
         o = order.get(rid, {"ordering_violations": 0, "samples": []})
         d["ordering"] = rules[rid]
         d["ordering_violations"] = o["ordering_violations"]
