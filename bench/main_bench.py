@@ -26,7 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness import store
-from harness.rows import md_cell, md_table, splice
+from harness.rows import (DOC_BATCHES, SPLIT_JSON, compact_json, md_cell, md_table, published_dir, repo_path,
+                          run_name, splice)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,6 +63,10 @@ def split(run_dir: Path) -> dict:
 
 
 def batch_split(batch_dir: Path, wall: float | None = None) -> dict:
+    """The batch's split: from its published copy (split.json, docs/batches) when it is one,
+    else from its runs' files."""
+    if (Path(batch_dir) / SPLIT_JSON).is_file():
+        return json.loads((Path(batch_dir) / SPLIT_JSON).read_text())
     rows_ = json.loads((batch_dir / "summary.json").read_text())
     runs = [split(Path(r["report"]).parent) for r in rows_ if r.get("report")]
     if wall is None:  # the batch's own figure, in its title
@@ -124,9 +129,28 @@ def timings_table(batches: list[Path]) -> str:
     return "\n".join("  ".join(r) for r in [head] + rows)
 
 
-def into(doc: Path, name: str, lines: list[str], source: str) -> None:
-    """The table written between the document's <!-- table:NAME --> markers (harness.rows.splice)."""
-    doc.write_text(splice(doc.read_text(), name, lines, source, by="python -m bench.main_bench"))
+def publish(batch_dir: Path, batches: Path = DOC_BATCHES) -> Path:
+    """The batch's split copied, compact, to docs/batches/<its name>/split.json (each run by its
+    id, not its path on this machine), unless it is a published copy already: the documents'
+    tables are derived from the repository. Returns the published directory."""
+    if (Path(batch_dir) / SPLIT_JSON).is_file():  # a published copy already, wherever it lies
+        return Path(batch_dir)
+    out = published_dir(batch_dir, batches)
+    if out != Path(batch_dir):
+        res = batch_split(Path(batch_dir))
+        runs = [{**{k: v for k, v in r.items() if k != "dir"}, "run": run_name(Path(r["dir"]))} for r in res["runs"]]
+        head = json.dumps({k: v for k, v in {**res, "batch": out.name}.items() if k != "runs"}, separators=(",", ":"))
+        out.mkdir(parents=True, exist_ok=True)
+        (out / SPLIT_JSON).write_text(head[:-1] + ',"runs":' + compact_json(runs).rstrip("\n") + "}\n")
+    return out
+
+
+def into(doc: Path, name: str, lines: list[str], published: list[Path], flag: str) -> None:
+    """The table written between the document's <!-- table:NAME --> markers (harness.rows.splice),
+    naming the committed copies it came from and the command that derives it again."""
+    dirs = " ".join(repo_path(p) for p in published)
+    doc.write_text(splice(doc.read_text(), name, lines, " ".join(repo_path(p / SPLIT_JSON) for p in published),
+                          by=f"python -m bench.main_bench {flag} {dirs}"))
 
 
 def check_100k(messages: int = 100_000) -> dict:
@@ -176,14 +200,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --batch or --timings: also write the table into DOC between the markers "
                          "<!-- table:NAME --> and <!-- /table:NAME --> (--name)")
     ap.add_argument("--name", help="the table's marker in --into's document")
+    ap.add_argument("--batches", type=Path, default=DOC_BATCHES,
+                    help="where --into publishes each batch's split, compact, for the table to name "
+                         "(default: the repository's docs/batches)")
     args = ap.parse_args(argv)
     if args.into and not (args.name and (args.batch or args.timings)):
         ap.error("--into needs --name and --batch or --timings")
     if args.timings:
         print(timings_table(args.timings))
         if args.into:
-            into(args.into, args.name, md_table(*timings_rows(args.timings)),
-                 " ".join(str(b) for b in args.timings))
+            pubs = [publish(b, args.batches) for b in args.timings]
+            into(args.into, args.name, md_table(*timings_rows(pubs)), pubs, "--timings")
         return 0
     res: dict = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     code = 0
@@ -197,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
             res["main"] = batch_split(store.results_root() / "bench-main" / "latest", round(time.monotonic() - t0, 1))
         print(table(res["main"]))
         if args.into:
-            into(args.into, args.name, split_markdown(res["main"]), str(args.batch))
+            pub = publish(args.batch, args.batches)
+            into(args.into, args.name, split_markdown(batch_split(pub)), [pub], "--batch")
     if args.check_only or not (args.batch or args.no_check_100k):
         res["check_100k"] = check_100k()
         m = res["check_100k"]["measured"]

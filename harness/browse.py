@@ -1,5 +1,6 @@
 """``mqchaos serve``: the results store in a browser, on 127.0.0.1 only. The root page lists
-every batch (its index.html) and every run (its verdict and report), newest first."""
+every batch (its index.html), each scenario and version's verdicts over every stored run
+(held k of n, with a Wilson interval), and every run (its verdict and report), newest first."""
 from __future__ import annotations
 
 import functools
@@ -7,28 +8,46 @@ import http.server
 from pathlib import Path
 
 from harness import rows, store
+from harness.verdicts import NOT_APPLICABLE
 
 
 def run_rows(root: Path) -> list[dict]:
-    """One row per run below ``root``, from its run.json and check.json (as a batch's rows)."""
+    """One row per run below ``root``, newest first: the row its batch kept (run.json's
+    ``summary``), else one rebuilt from its run.json and check.json; with when it started
+    (its directory's name) and its own wall time in seconds."""
     out = []
     for d in store.find_runs([str(root)])[0]:
         info, check = store.read_run(d) or {}, store.read_check(d) or {}
-        pred = check.get("prediction") or {}
-        row = {"id": info.get("id"), "scenario": info.get("scenario") or d.parent.name,
-               "seconds": d.name, "report": str(d / store.REPORT_MD) if (d / store.REPORT_HTML).exists() else None,
-               "harness_error": info.get("status") not in (None, "completed"), "retried": False,
-               "prediction": pred.get("held") if pred.get("checks") else check.get("valid"),
-               "expect": (info.get("params") or {}).get("expect")}
-        row.update({k: check.get(k) for k in ("attempted", "lost", "duplicated", "unavailable_s")})
-        row["confirmed"] = check.get("ok")
+        row = dict(info.get("summary") or _row(d, info, check))
+        phases = info.get("phases") or {}
+        version = info.get("version")
+        row.update(started=d.name, run=rows.run_name(d), retried=False,
+                   seconds=round(max(phases.values()), 1) if phases else None,
+                   version=row.get("version") or (version.get("version") if isinstance(version, dict) else None),
+                   report=str(d / store.REPORT_MD) if (d / store.REPORT_HTML).exists() else None)
         out.append(row)
-    return sorted(out, key=lambda r: r["seconds"], reverse=True)
+    return sorted(out, key=lambda r: r["started"], reverse=True)
+
+
+def _row(d: Path, info: dict, check: dict) -> dict:
+    """A row from a run's files, for a run that ended before its batch kept one."""
+    pred = check.get("prediction") or {}
+    row = {"id": info.get("id"), "scenario": info.get("scenario") or d.parent.name,
+           "not_applicable": info.get("status") == NOT_APPLICABLE,
+           "harness_error": info.get("status") not in (None, "completed", NOT_APPLICABLE),
+           "prediction": pred.get("held") if pred.get("checks") else check.get("valid"),
+           "expect": (info.get("params") or {}).get("expect")}
+    row.update({k: check.get(k) for k in ("attempted", "lost", "duplicated", "unavailable_s")})
+    row["confirmed"] = check.get("ok")
+    return row
 
 
 def write_index(root: Path) -> Path:
+    """The store's page: its batches, then per scenario and version "held k of n" over every
+    stored run (a Wilson interval: one run's verdict is a sample), then every run."""
     batches = sorted((p.parent for p in root.glob("*/*/index.html")), key=lambda p: p.name, reverse=True)
-    page = rows.index_html(run_rows(root), root, f"mqchaos results: {root}")
+    every = run_rows(root)
+    page = rows.index_html(every, root, f"mqchaos results: {root}", started=True, tallied=rows.tally(every))
     links = "".join(f'<li><a href="{b.relative_to(root)}/index.html">{b.parent.name} {b.name}</a></li>'
                     for b in batches)
     page = page.replace("<h1>", f"<h2>Batches</h2><ul>{links or '<li>none</li>'}</ul><h1>", 1)

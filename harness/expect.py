@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from harness.verdicts import merge
+from harness.windows import NAMED
 
 # What the checker measures for every run (check.json), and what the run records itself.
 CHECKER_KEYS = {"attempted", "ok", "fail", "info", "produce_records", "delivered", "deliveries", "lost",
@@ -33,7 +34,7 @@ CHECKER_KEYS = {"attempted", "ok", "fail", "info", "produce_records", "delivered
 DERIVED_KEYS = {"lost_share", "lost_on_one_side"}
 # What the run loop measures for every broker (run.json measurements).
 RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s", "redelivered_deliveries", "consumer_crashes",
-            "consumers_silent"}
+            "consumers_silent", "at_risk", "unsynced_bytes_dropped"}
 # Decided by the run itself whatever its history says: a node that never came back is
 # evidence enough, even when the drain (and so every count) is undecided.
 OWN_EVIDENCE = {"self_healed"}
@@ -46,8 +47,12 @@ FAULT_TIME = re.compile(r"^f([1-9][0-9]*)\.(start|end)$")
 
 
 def decidable(sc) -> set[str]:
-    """The quantities a run of ``sc`` measures: what its ``expect:`` may name."""
-    return CHECKER_KEYS | DERIVED_KEYS | RUN_KEYS | sc.measurement_names() | sc.prefill_names()
+    """The quantities a run of ``sc`` measures: what its ``expect:`` may name. The plug-in's
+    figures are the effect window's (harness.windows); ``after_heal.NAME`` and
+    ``whole_run.NAME`` name the same figure over another window."""
+    own = sc.measurement_names()
+    return (CHECKER_KEYS | DERIVED_KEYS | RUN_KEYS | own | sc.prefill_names()
+            | {f"{w}.{k}" for w in NAMED for k in own})
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -182,7 +187,7 @@ def verdict(sc, result: dict, info: dict) -> dict:
     checks = _checks(expectations(sc), m)
     required = _checks(expectations(sc, "require"), m)
     out = _verdict(checks, result, info)
-    unmet = [c for c in required if c["held"] is not True]
+    unmet = [c for c in required if c["held"] is not True] + _nothing_at_risk(checks, m)
     if checks and unmet:  # the run is about something else: whatever it measured decides nothing
         out["held"] = None
         out["reason"] = ("could not decide: the set-up the claim needs did not happen: "
@@ -190,6 +195,16 @@ def verdict(sc, result: dict, info: dict) -> dict:
     if required:
         out["requirements"] = required
     return out
+
+
+def _nothing_at_risk(checks: list[dict], m: dict) -> list[dict]:
+    """A ``lost: 0`` prediction needs something the faults could have lost (harness.windows
+    ``at_risk``): nothing in the broker's hands while it was faulted proves nothing. An
+    unmeasured at-risk count (a run before issue 34) leaves the rule out."""
+    zero = [c for c in checks if c["key"] == "lost" and judge(c["expected"], 0) is True and judge(c["expected"], 1) is False]
+    if not zero or not isinstance(m.get("at_risk"), int) or m["at_risk"] > 0:
+        return []
+    return [{"key": "at_risk", "expected": ">0", "actual": m["at_risk"], "held": False}]
 
 
 def _verdict(checks: list[dict], result: dict, info: dict) -> dict:

@@ -35,7 +35,7 @@ from harness.templates import TEMPLATES
 from harness.verdicts import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, REFUSED, merge_codes
 
 MATRIX_JSON, MATRIX_MD, MATRIX_HTML = "matrix.json", "matrix.md", "matrix.html"
-NOT_APPLICABLE_TEXT, REFUSED_TEXT = "not applicable", "refused at load"
+NOT_APPLICABLE_TEXT, REFUSED_TEXT = R.NOT_APPLICABLE_TEXT, R.REFUSED_TEXT
 # what each run keeps in matrix.json
 RUN_KEYS = ("repeat", "status", "exit", "confirmed", "lost", "duplicated", "unavailable_s", "retried",
             "reason", "report")
@@ -232,7 +232,7 @@ def markdown_lines(m: dict, links_from: Path | None = None) -> list[str]:
 
 
 LEGEND = ("A cell of one run: its verdict (*held*: the scenario's prediction was borne out; *DID NOT HOLD*: "
-          "a finding; *could not decide* / *harness error*: neither), then confirmed (ok), lost, duplicated "
+          "a finding; *undecided* / *harness error*: neither), then confirmed (ok), lost, duplicated "
           "and unavailable seconds. A cell of several runs: the share of decided runs (exit 0 or 1) with "
           "loss and its 95 % Wilson score interval, decided / total (an undecided run never counts as "
           "no loss), the median and p99 of the decided runs' unavailable seconds, the verdicts counted. "

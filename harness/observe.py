@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from harness import store
+from harness import store, windows
 from harness.brokers.base import docker
 from harness.history import JsonlWriter, RunClock
 from harness.measures import blocked_s, consumers_silent, nodes_down_s
@@ -56,21 +56,44 @@ class Observer(threading.Thread):
 
 
 def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
-    """Every measurement of a finished run, from its artefacts."""
+    """Every measurement of a finished run, from its artefacts. The plug-in's figures are
+    taken over the effect window (harness.windows: the fault's own, the harness's own hand
+    left out) and again, under ``after_heal`` and ``whole_run``, over the others."""
     samples = store.read_jsonl(Path(run_dir) / store.OBSERVATIONS)
     phases = info.get("phases") or {}
     fault_start = phases.get("faults")
-    end = phases.get("stop-producers") or (samples[-1]["t"] if samples else None)
+    records = store.read_jsonl(Path(run_dir) / store.NEMESIS_LOG)
+    w = windows.of_run(phases, records, samples[-1]["t"] if samples else None)
     produce = store.history_records(run_dir, "produce")
-    # a broker read only after the heal delivers nothing during the load: blocked = no confirm
-    consume = store.history_records(run_dir, "consume") if sc.live_consumers else []
-    m = dict(broker.measure(sc, samples, store.read_logs(run_dir), produce, consume, fault_start))
-    if fault_start is not None and end is not None:
-        m["blocked_s"] = blocked_s(produce, consume, fault_start, end)
-    m["nodes_down_s"] = nodes_down_s(samples)
+    # at-risk counts need every delivery; the other figures, only a live consumer's (a broker
+    # read only after the heal delivers nothing during the load: blocked = no confirm)
+    consumed = store.history_records(run_dir, "consume")
+    consume = consumed if sc.live_consumers else []
+    logs, t0 = store.read_logs(run_dir), info.get("t0_unix")
+
+    def plugin(span, start):
+        return dict(broker.measure(sc, windows.samples_in(samples, span), windows.logs_in(logs, t0, span),
+                                   produce, consume, start))
+    m = plugin(w.effect, fault_start)
+    for name in windows.NAMED:
+        span = getattr(w, name)
+        if span is not None and w.effect is not None:
+            m[name] = _plain(plugin(span, span[0]))
+    m["windows"] = w.to_json()
+    if w.effect is not None:
+        m["blocked_s"] = blocked_s(produce, consume, *w.effect)
+    m["nodes_down_s"] = nodes_down_s(windows.samples_in(samples, w.effect))
     # each fault's own times, for predictions about when something happened (expect's windows)
-    faults = [f for f in store.read_jsonl(Path(run_dir) / store.NEMESIS_LOG) if f.get("id")]
+    faults = [f for f in records if f.get("id")]
     m["faults_at"] = {f["id"]: {"start": f.get("t_start"), "end": f.get("t_end")} for f in faults}
+    m.update(windows.at_risk(produce, consumed, m["faults_at"], w.effect))
+    # a power loss's evidence: the unsynced bytes its file system forgot (R18: a crash the
+    # page cache survives proves nothing about fsync)
+    dropped = [b for f in faults if f.get("fault") == "power_loss"
+               for b in (((f.get("details") or {}).get("evidence") or {}).get("unsynced_bytes_dropped") or {}).values()
+               if isinstance(b, int)]
+    if dropped:
+        m["unsynced_bytes_dropped"] = sum(dropped)
     # the sides of the first cut, for "the writes of one side were lost" (R7/R8)
     cut = next((f for f in faults if f.get("fault") == "partition" and (f.get("details") or {}).get("sides")), None)
     if cut:
@@ -79,7 +102,13 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
         m["redelivered_deliveries"] = sum(1 for r in consume if r.get("redelivered") is True)
         m["consumer_crashes"] = sum((info.get("consumer_crashes") or {}).values())
         heal = phases.get("heal")
+        end = phases.get("stop-producers") or (samples[-1]["t"] if samples else None)
         if fault_start is not None and heal is not None and end is not None:
             m["consumers_silent"] = consumers_silent(consume, fault_start, heal, end)
     m["client_timeouts"] = sc.workload.timeouts()
     return m
+
+
+def _plain(m: dict) -> dict:
+    """A window's figures without the timelines (the effect window's are enough to read)."""
+    return {k: v for k, v in m.items() if not k.endswith("_timeline")}

@@ -12,6 +12,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 
 from harness import store
+from harness.windows import OPERATOR_KINDS
 
 matplotlib.use("Agg")
 
@@ -20,13 +21,21 @@ MAX_POINTS = 40_000  # ok publishes drawn at most (a seeded sample); fail / info
 
 
 def _faults(ax, faults: list[dict], end: float, label: bool = True) -> None:
+    """The faults shaded grey; the harness's own operator events (harness.windows) hatched
+    orange apart from them: never read as the broker's behaviour."""
     for f in faults:
         a, z = f.get("t_start"), f.get("t_end") or end
-        if isinstance(a, (int, float)) and f.get("fault") != "recover":
+        if not isinstance(a, (int, float)):
+            continue
+        op = f.get("fault") in OPERATOR_KINDS
+        if op:
+            ax.axvspan(a, max(z, a + 0.5), facecolor="none", edgecolor="darkorange", hatch="//", alpha=0.6, lw=0.8)
+        else:
             ax.axvspan(a, z, color="grey", alpha=0.18, lw=0)
-            if label:
-                ax.text(a, 0.98, f" {f.get('fault')}", transform=ax.get_xaxis_transform(), fontsize=7,
-                        va="top", color="dimgrey")
+        if label:
+            text = f" operator: {f.get('action') or 'recover'}" if op else f" {f.get('fault')}"
+            ax.text(a, 0.90 if op else 0.98, text, transform=ax.get_xaxis_transform(), fontsize=7,
+                    va="top", color="darkorange" if op else "dimgrey")
 
 
 def _save(fig, path: Path) -> Path:
@@ -138,6 +147,9 @@ def broker_state(run_dir: Path, samples: list[dict], faults: list[dict], end: fl
             state = ("down" if a["nodes"].get(n) != "running" else "leads" if leader == n
                      else "in sync" if n in in_sync else "running")
             ax.broken_barh([(a["t"], b["t"] - a["t"])], (i - 0.4, 0.8), color=colour[state], lw=0)
+        stale = [a["t"] for a in ok if _own_leader(a, n) not in (None, a.get("leader", a.get("master")))]
+        if stale:  # its own view is not the cluster's: stale, or the other side of a cut
+            ax.scatter(stale, [i - 0.45] * len(stale), marker="x", s=8, color="darkorange")
         if any(s.get("controller") == n for s in ok):
             ts = [s["t"] for s in ok if s.get("controller") == n]
             ax.scatter(ts, [i + 0.45] * len(ts), marker="v", s=8, color="tab:red")
@@ -147,12 +159,23 @@ def broker_state(run_dir: Path, samples: list[dict], faults: list[dict], end: fl
     ax.set_xlabel("seconds since the run started (grey: faults active)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colour.values()]
     labels = ["leads (leader / master)", "in sync", "running", "not running (stopped, frozen)"]
+    if any(s.get("views") for s in ok):
+        handles.append(plt.Line2D([], [], marker="x", color="darkorange", lw=0))
+        labels.append("its own view names another leader")
     if any("controller" in s for s in ok):
         handles.append(plt.Line2D([], [], marker="v", color="tab:red", lw=0))
         labels.append("controller")
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
-    ax.set_title("the broker's state, sampled each second", fontsize=9)
+    ax.set_title("the broker's state as the majority's nodes see it (each sample's view_from), sampled each "
+                 "second; hatched orange: the harness's own hand", fontsize=9)
     return _save(fig, run_dir / "broker-state.png")
+
+
+def _own_leader(sample: dict, node: str) -> str | None:
+    """The leader ``node`` itself names in ``sample`` (RabbitMQ: views map to a node name;
+    Kafka: to {leader, isr}), None when it gave no view."""
+    v = (sample.get("views") or {}).get(node)
+    return v.get("leader") if isinstance(v, dict) else v
 
 
 def draw_all(run_dir: Path, check: dict, info: dict) -> list[Path]:

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from harness import expect, plots, store
-from harness.templates import TEMPLATES
 from harness.scenario import ScenarioError, parse_recorded
+from harness.templates import TEMPLATES
+from harness.windows import OPERATOR_KINDS
 
 
 def recovery_text(info: dict) -> str:
@@ -20,6 +21,36 @@ def recovery_text(info: dict) -> str:
                 f"did not serve, as an operator would, did not bring it back: {rec['failed']}")
     return (f"the cluster did not recover by itself ({rec.get('reason')}); the run restarted "
             f"{rec.get('restarted')} as an operator would")
+
+
+def value_text(x) -> str:
+    """A measured value as a person reads it, not as JSON: ``a: 1; b: rabbit1, rabbit2``."""
+    if isinstance(x, dict):
+        return "; ".join(f"{k}: {_nested(v)}" for k, v in x.items()) or "none"
+    if isinstance(x, (list, tuple)):
+        return ", ".join(_nested(v) for v in x) or "none"
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, float):
+        return f"{x:g}"
+    return "–" if x is None else str(x)
+
+
+def _nested(x) -> str:
+    """A value inside another: a mapping or list in parentheses, so the outer one's separators
+    stay readable."""
+    return f"({value_text(x)})" if isinstance(x, (dict, list, tuple)) and x else value_text(x)
+
+
+def brokers_text(brokers: dict | None) -> str:
+    """run.json's ``brokers``: the versions the nodes run, then which nodes run which image."""
+    brokers = brokers or {}
+    head = ", ".join(f"{k} {v}" for k, v in brokers.items() if k != "nodes" and v and not isinstance(v, dict))
+    by_image: dict[str, list[str]] = {}
+    for node, about in (brokers.get("nodes") or {}).items():
+        by_image.setdefault(str((about or {}).get("image", "image unknown")), []).append(node)
+    nodes = "; ".join(f"{', '.join(ns)} on {image}" for image, ns in by_image.items())
+    return head + (f" ({nodes})" if nodes else "") if head or nodes else "versions not recorded"
 
 
 def faults(run_dir: Path) -> list[dict]:
@@ -41,13 +72,13 @@ def markdown(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path]) 
     rows = _counts(result)
     name = sc.name if sc else run_dir.name
     md = [f"# {name}" + (f" ({sc.id})" if sc and sc.id else ""), "", (sc.description.strip() if sc else ""), "",
-          f"- broker: {sc.broker if sc else info.get('broker')} {json.dumps(info.get('brokers', {}))}",
+          f"- broker: {sc.broker if sc else info.get('broker')}: {brokers_text(info.get('brokers'))}",
           f"- run: `{run_dir}` started {info.get('started_at')}, status {info.get('status')}",
           f"- checker verdict: **{ {True: 'valid', False: 'INVALID', None: 'unknown'}[result['valid']] }** "
           f"({result.get('reason')})",
-          f"- prediction: **{ {True: 'held', False: 'DID NOT HOLD (finding)', None: 'could not decide'}[v['held']] }** "
+          f"- prediction: **{ {True: 'held', False: 'DID NOT HOLD (finding)', None: 'undecided'}[v['held']] }** "
           f"— {v['reason']}",
-          f"- drain: {json.dumps(info.get('drain'))}"]
+          f"- drain: {value_text(info.get('drain'))}"]
     if info.get("self_healed") is False:
         md.append(f"- **{recovery_text(info)}** (a finding about availability)")
     md += ["", "| measure | value |", "|---|---|"]
@@ -59,9 +90,9 @@ def markdown(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path]) 
     plain = {k: x for k, x in meas.items() if not k.endswith("_timeline")}
     if plain or info.get("prefill"):
         md += ["", "## Measurements", "", "| quantity | value |", "|---|---|"]
-        md += [f"| {k} | {json.dumps(x, ensure_ascii=False)} |" for k, x in sorted(plain.items())]
+        md += [f"| {k} | {_md(value_text(x))} |" for k, x in sorted(plain.items())]
         if info.get("prefill"):
-            md.append(f"| prefill | {json.dumps(info['prefill'])} |")
+            md.append(f"| prefill | {_md(value_text(info['prefill']))} |")
     for title, tl in _timelines(meas):
         md += ["", f"## {title}", "", "| t (s) | state |", "|---|---|"]
         md += [f"| {t} | {lab} |" for t, lab in tl]
@@ -81,6 +112,10 @@ def markdown(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path]) 
     md += ["", "Artefacts: `history/` (produce/consume JSONL + Parquet), `nemesis.jsonl`, `logs/`, "
            "`check.json`, `run.json`. Re-check offline: `mqchaos check " + str(run_dir) + "`."]
     return md
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "/").replace("\n", " ")
 
 
 def _counts(result: dict) -> list[tuple[str, object]]:
@@ -121,8 +156,8 @@ def fault_rows(run_dir: Path) -> list[dict]:
             effect = ("power cut; unsynced bytes dropped: "
                       + ", ".join(f"{n} {b:,}" for n, b in lost.items() if b is not None))
             cls = "good"
-        elif f.get("fault") == "recover":
-            effect, cls = str(d.get("recovery")), "muted"
+        elif f.get("fault") in OPERATOR_KINDS:  # the harness's hand: shown, never a fault's effect
+            effect, cls = f"operator event: {f.get('action') or d.get('recovery')}", "muted"
         elif ev:
             effect, cls = ", ".join(f"{k}: {json.dumps(x)}" for k, x in ev.items())[:160], "good"
         else:
@@ -152,14 +187,13 @@ def html_page(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path])
         banner={"cls": banner[0], "headline": banner[1], "detail": v["reason"]},
         validity={True: "valid", False: "anomalies found", None: "undecided"}[result["valid"]],
         reason=result.get("reason"), broker=sc.broker if sc else info.get("broker"),
-        versions=sorted((k, x) for k, x in (info.get("brokers") or {}).items() if x),
+        versions=brokers_text(info.get("brokers")),
         run_dir=str(run_dir), started_at=info.get("started_at"), status=info.get("status"),
-        drain=", ".join(f"{k}: {x}" for k, x in (info.get("drain") or {}).items()),
+        drain=value_text(info.get("drain")),
         recovery=recovery_text(info) if info.get("self_healed") is False else None,
         checks=v["checks"], counts=_counts(result), plots=[p.name for p in pictures],
         unavailability=unavailability(result, meas), faults=fault_rows(run_dir),
-        measurements=[(k, json.dumps(x, ensure_ascii=False)[:300]) for k, x in sorted(meas.items())
-                      if not k.endswith("_timeline")],
+        measurements=[(k, value_text(x)[:300]) for k, x in sorted(meas.items()) if not k.endswith("_timeline")],
         timelines=_timelines(meas), samples=_samples(result))
 
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from harness import expect, store
+from harness import expect, store, windows
+from harness.measures import wilson
 from harness.templates import TEMPLATES
 from harness.verdicts import REFUSED
 
-VERDICT = {True: "held", False: "DID NOT HOLD", None: "could not decide"}
+# The verdict words every table uses: the console's, the index's, the documents', the matrix's.
+VERDICT = {True: "held", False: "DID NOT HOLD", None: "undecided"}
+NOT_APPLICABLE_TEXT, REFUSED_TEXT = "not applicable", "refused at load"
 
 
 def run_row(sc, result: dict, info: dict, run_dir: Path) -> dict:
@@ -55,14 +59,26 @@ def decided_by(prediction: dict) -> str:
     return out
 
 
-def verdict_text(r: dict) -> str:
+def verdict_word(r: dict) -> str:
+    """A row's verdict in the one vocabulary (held, DID NOT HOLD, undecided, not applicable,
+    refused at load, harness error), without how it was reached."""
     if r.get("not_applicable"):
-        return "not applicable"
+        return NOT_APPLICABLE_TEXT
     if r.get("status") == REFUSED:
-        return "refused at load"
+        return REFUSED_TEXT
     if r.get("harness_error"):
-        return "harness error" + (" (retried)" if r.get("retried") else "")
-    return VERDICT[r.get("prediction")] + (" (after a retry)" if r.get("retried") else "")
+        return "harness error"
+    return VERDICT[r.get("prediction")]
+
+
+def verdict_text(r: dict) -> str:
+    """``verdict_word`` and whether a retry after a harness error preceded it."""
+    word = verdict_word(r)
+    if r.get("not_applicable") or r.get("status") == REFUSED:
+        return word
+    if r.get("harness_error"):
+        return word + (" (retried)" if r.get("retried") else "")
+    return word + (" (after a retry)" if r.get("retried") else "")
 
 
 def catalogue_order(sid: str | None, name: str) -> tuple:
@@ -95,15 +111,63 @@ def _fmt(v) -> str:
     return "-" if v is None else str(v)
 
 
+def tally(rows: list[dict]) -> list[dict]:
+    """Per scenario and version, every run's verdict counted: held k of the n runs that decided
+    (held or did not hold), with k/n's 95 % Wilson interval, since one run's verdict is a
+    sample; the other verdicts (undecided, not applicable, ...) counted beside. Rows naming
+    the same run (by its id) count once."""
+    by_run: dict[str, dict] = {}
+    for r in rows:  # a run in two batches (a matrix re-tabulating a day's runs) counts once
+        run = r.get("run") or run_id(r.get("report")) or str(id(r))
+        if run not in by_run or by_run[run].get("version") is None:
+            by_run[run] = r
+    groups: dict[tuple, dict] = {}
+    for run, r in by_run.items():
+        key = (r.get("id"), r["scenario"], None if r.get("version") is None else str(r["version"]))
+        groups.setdefault(key, {})[run] = verdict_word(r)
+    out = []
+    for (sid, name, version), runs in sorted(groups.items(),
+                                             key=lambda kv: (catalogue_order(kv[0][0], kv[0][1]), kv[0][2] or "")):
+        seen = Counter(runs.values())
+        k = seen.pop(VERDICT[True], 0)
+        n = k + seen.pop(VERDICT[False], 0)
+        ci = wilson(k, n)
+        out.append({"id": sid, "scenario": name, "version": version, "held": k, "decided": n, "runs": len(runs),
+                    "ci95": [round(ci[0], 4), round(ci[1], 4)] if ci else None, "others": dict(seen)})
+    return out
+
+
+def tally_text(t: dict) -> str:
+    """``held k of n (95 % CI lo-hi %)`` and the runs that decided nothing."""
+    if t["decided"]:
+        lo, hi = t["ci95"]
+        text = f"held {t['held']} of {t['decided']} (95 % CI {lo * 100:.0f}–{hi * 100:.0f} %)"
+    else:
+        text = "no run decided"
+    others = ", ".join(f"{w} {n}" for w, n in sorted(t["others"].items()))
+    return text + (f"; also {others}" if others else "")
+
+
+TALLY_HEAD = ["id", "scenario", "version", "held k of n decided runs (95 % Wilson interval)", "runs"]
+
+
+def tally_lines(rows: list[dict]) -> list[str]:
+    """The tally as a Markdown table (documents, ``mqchaos doc-table --tally``)."""
+    return md_table(TALLY_HEAD, [[t["id"] or "-", t["scenario"], t["version"] or "-", tally_text(t), str(t["runs"])]
+                                 for t in tally(rows)])
+
+
 # ---- reporters -------------------------------------------------------------------------------
 
-TEXT_COLUMNS = ("scenario", "attempted", "confirmed", "lost", "duplicated", "unavailable_s", "valid",
-                "prediction", "report")
+TEXT_COLUMNS = ("scenario", "attempted", "confirmed", "lost", "duplicated", "unavailable_s", "verdict", "report")
 
 
 def text_table(rows: list[dict]) -> str:
-    """The console table (``make test-partition``)."""
-    cells = [TEXT_COLUMNS] + [tuple(str(r.get(c, "-")) for c in TEXT_COLUMNS) for r in rows]
+    """The console table (``make test-partition``): the verdict in the index's words, not the
+    checker's validity beside the prediction's (a reader wants one word per run)."""
+    def cell(r: dict, c: str) -> str:
+        return verdict_text(r) if c == "verdict" else str(r.get(c, "-"))
+    cells = [TEXT_COLUMNS] + [tuple(cell(r, c) for c in TEXT_COLUMNS) for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(TEXT_COLUMNS))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells)
 
@@ -115,7 +179,7 @@ MD_HEAD = ["id", "scenario", "attempted", "confirmed", "lost", "dup", "order vio
 def markdown(rows: list[dict], out: Path, title: str) -> str:
     lines = [f"# {title}", "", *table_lines(rows, out.parent.parent)]
     lines += ["", "Verdicts: *held* = the source's prediction was borne out; *DID NOT HOLD* = the broker "
-              "behaved otherwise (a finding, see the run's report); *could not decide* = the run did not "
+              "behaved otherwise (a finding, see the run's report); *undecided* = the run did not "
               "measure what the prediction needs (reason in summary.json); *harness error* = not a "
               "broker finding."]
     return "\n".join(lines) + "\n"
@@ -172,7 +236,7 @@ def relative(path: str, root: Path) -> str:
 
 def junit(rows: list[dict], name: str = "mqchaos-catalogue") -> str:
     """One testcase per scenario run: a prediction that did not hold is a failure (with the
-    figures), a harness error is an error, a run that could not decide is skipped."""
+    figures), a harness error is an error, an undecided run is skipped."""
     cases, failures, errors, skipped = [], 0, 0, 0
     versions = several_versions(rows)
     for r in rows:
@@ -213,27 +277,131 @@ def write_all(rows: list[dict], out: Path, title: str) -> None:
     store.finish_batch(out)
 
 
-INDEX_HEAD = ["id", "scenario", "verdict", "attempted", "confirmed", "lost", "dup", "unavail. s", "measurement",
-              "prediction", "run s"]
+INDEX_HEAD = ["id", "scenario", "verdict", "attempted", "confirmed", "lost", "dup", "unavail. s", "measured",
+              "predicted", "run s"]
+INDEX_LEGEND = ("attempted / confirmed: messages the producers sent / the broker confirmed; lost: confirmed and "
+                "never delivered; dup: delivered more than once; unavail. s: the longest time no write "
+                "succeeded; measured: the figures the prediction names beyond these counts; predicted: the "
+                "scenario's prediction; run s: the run's own wall time, in seconds.")
 
 
-def index_html(rows: list[dict], out: Path, title: str) -> str:
-    """The batch's page: one row per run, its verdict, a link to its report."""
+def index_html(rows: list[dict], out: Path, title: str, started: bool = False,
+               tallied: list[dict] | None = None) -> str:
+    """A page of runs, one row each: its verdict, a link to its report; with ``started`` a
+    column for when it began (the store's page); with ``tallied`` (``tally``) each scenario
+    and version's verdicts over those runs, above them."""
     items = []
-    versions = several_versions(rows)
+    versions = several_versions(rows) or started
     for r in rows:
         cls = ("undecided" if r.get("harness_error") or r.get("prediction") is None
                else "held" if r.get("prediction") else "failed")
         rep = r.get("report")
         link = os.path.relpath(Path(rep).with_name(store.REPORT_HTML), out) if rep else None
         name = with_version(r, r["scenario"]) if versions else r.get("scenario")
-        items.append({"cls": cls, "link": link, "cells": [
-            r.get("id") or "-", name, verdict_text(r), r.get("attempted", "-"), r.get("confirmed", "-"),
-            r.get("lost", "-"), r.get("duplicated", "-"), _fmt(r.get("unavailable_s")), _fmt(r.get("measurement")),
-            _fmt(r.get("expect")), r.get("seconds", "-")]})
+        cells = [r.get("id") or "-", name, verdict_text(r), r.get("attempted", "-"), r.get("confirmed", "-"),
+                 r.get("lost", "-"), r.get("duplicated", "-"), _fmt(r.get("unavailable_s")),
+                 _fmt(r.get("measurement")), _fmt(r.get("expect")), _fmt(r.get("seconds"))]
+        items.append({"cls": cls, "link": link, "cells": cells + ([r.get("started") or "-"] if started else [])})
     held = sum(1 for i in items if i["cls"] == "held")
     failed = sum(1 for i in items if i["cls"] == "failed")
+    tally_rows = [[t["id"] or "-", t["scenario"], t["version"] or "-", tally_text(t), t["runs"]]
+                  for t in tallied or []]
     return TEMPLATES.get_template("index.html.j2").render(
-        title=title, head=INDEX_HEAD, rows=items,
+        title=title, head=INDEX_HEAD + (["started (UTC)"] if started else []), rows=items, legend=INDEX_LEGEND,
+        tally_head=TALLY_HEAD, tally=tally_rows,
         summary=f"{len(items)} run(s): {held} held, {failed} did not hold, {len(items) - held - failed} "
-                "undecided or harness errors.")
+                "undecided, not applicable or harness errors.")
+
+
+# ---- published copies: the committed sources of the documents' tables ------------------------
+
+# Where a document's table finds its source: in the repository, so anyone can derive it again
+# (results/ is the machine's own and is not committed).
+DOC_BATCHES = store.ROOT / "docs" / "batches"
+SUMMARY_JSON, SPLIT_JSON = "summary.json", "split.json"
+NOT_REDERIVABLE = ("not re-derivable: its source was never committed; to be re-published from the next "
+                   "catalogue run")
+# what a published row keeps: the figures the tables show and what decided its verdict
+COMPACT_KEYS = ("id", "scenario", "broker", "version", "repeat", "status", "exit", "seconds", "retried",
+                "not_applicable", "harness_error", "attempted", "confirmed", "failed", "unknown", "lost",
+                "duplicated", "ordering_violations", "ordering", "unavailable_s", "blocked_s", "measurement",
+                "expect", "require", "valid", "prediction", "reason", "decided_by", "brokers")
+EVIDENCE_KEYS = ("checks", "requirements", "window", "operator_events")
+
+
+def run_name(run_dir: Path) -> str:
+    """A run's id, ``<scenario>/<timestamp>``: its directory below the results root."""
+    return f"{run_dir.parent.name}/{run_dir.name}"
+
+
+def run_id(path: str | None) -> str | None:
+    """A run's id from the path of one of its files (its report), None without one."""
+    return run_name(Path(path).parent) if path else None
+
+
+def operator_events(run_dir: Path, info: dict) -> list[dict]:
+    """What the harness itself did to the cluster in a run, beyond the scenario's faults (a
+    restart as an operator would, a stale partition's repair): nemesis.jsonl's operator
+    records (harness.windows), and run.json's restart of the nodes that did not serve."""
+    out = windows.operator_events(store.read_jsonl(Path(run_dir) / store.NEMESIS_LOG))
+    if info.get("operator_recovery"):
+        out.append({"fault": "operator_recovery", **info["operator_recovery"]})
+    return out
+
+
+def _evidence(run_dir: Path) -> dict:
+    """What decided a run's verdict, from its files: the prediction's checks and set-up, the
+    windows its figures were taken over, the operator's events (each where recorded)."""
+    info = store.read_run(run_dir) or {}
+    pred = (store.read_check(run_dir) or {}).get("prediction") or {}
+    out = {k: pred[k] for k in ("checks", "requirements") if pred.get(k)}
+    window = (info.get("measurements") or {}).get("windows") or pred.get("window")
+    ops = operator_events(run_dir, info)
+    return {**out, **({"window": window} if window else {}), **({"operator_events": ops} if ops else {})}
+
+
+def compact_row(r: dict) -> dict:
+    """A row as the repository keeps it: its figures, its verdict and how it was decided (the
+    prediction's checks, the window, the operator's events, from the run's files while they
+    exist), and the run's id in place of a path on this machine."""
+    out = {k: r[k] for k in COMPACT_KEYS if k in r}
+    if isinstance(out.get("brokers"), dict):  # each node's image: the versions above suffice
+        out["brokers"] = {k: v for k, v in out["brokers"].items() if k != "nodes"}
+    out["run"] = r.get("run") or run_id(r.get("report"))
+    run_dir = Path(r["report"]).parent if r.get("report") else None
+    found = _evidence(run_dir) if run_dir is not None and run_dir.is_dir() else {}
+    for k in EVIDENCE_KEYS:
+        if r.get(k) or found.get(k):
+            out[k] = r.get(k) or found[k]
+    return out
+
+
+def compact_json(items: list) -> str:
+    """A list as JSON, one item a line: small, and a change to one row is one line of diff."""
+    return "[\n" + ",\n".join(json.dumps(x, separators=(",", ":"), default=str) for x in items) + "\n]\n"
+
+
+def published_dir(batch_dir: Path, batches: Path = DOC_BATCHES, name: str | None = None) -> Path:
+    """Where a batch's published copy lives: the batch itself when it already lies under
+    ``batches`` (the committed copy), else ``batches/<name or the batch's own name>``."""
+    real = Path(batch_dir).resolve()
+    if real.is_relative_to(Path(batches).resolve()):
+        return Path(batch_dir)
+    return Path(batches) / (name or real.name)
+
+
+def publish(batch_dir: Path, batches: Path = DOC_BATCHES, name: str | None = None) -> Path:
+    """The batch's summary.json copied, compact, to its published directory (nothing to do when
+    it is that directory already); returns the directory."""
+    out = published_dir(batch_dir, batches, name)
+    if out != Path(batch_dir):
+        rows = json.loads((Path(batch_dir) / SUMMARY_JSON).read_text())
+        out.mkdir(parents=True, exist_ok=True)
+        (out / SUMMARY_JSON).write_text(compact_json([compact_row(r) for r in rows]))
+    return out
+
+
+def repo_path(path: Path) -> str:
+    """``path`` as the documents name it: relative to the repository when it lies inside."""
+    real = Path(path).resolve()
+    return str(real.relative_to(store.ROOT)) if real.is_relative_to(store.ROOT) else str(path)

@@ -313,22 +313,34 @@ class Run:
         self.phase("heal")
         try:
             self.nemesis.heal(wait=True, timeout=t.heal_timeout)
-            self.info["self_healed"] = True
         except (TimeoutError, StopWaiting) as e:
             # The broker did not recover by itself once the faults were lifted (or a node
             # died on the way): a finding, not a harness failure. An operator would restart
-            # what does not serve; so does the run.
-            self.info["self_healed"] = False
+            # what does not serve; so does the run (an operator event).
             self.info["operator_recovery"] = self._operator_recovery(str(e))
+        else:
+            self.phase("whole")
+        # any hand the harness lent since the faults began (a stale partition's repair, a
+        # restart): not self-healed, whatever the cluster looks like now
+        ops = [e for e in self.nemesis.operator_events if e["t_start"] >= self.info["phases"]["faults"]]
+        self.info["self_healed"] = not ops
         self.probes.after_heal()
+        self.info["operator_events"] = [e for e in self.nemesis.operator_events
+                                        if e["t_start"] >= self.info["phases"]["faults"]]
         self.phase("recovery")
         self.stop_all.wait(t.recovery)
+
+    def operator(self, action: str, targets: list[str], details: dict, act: Callable[[], object]) -> object:
+        """An action of the harness's own on the cluster (a probe's election): an operator
+        event (nemesis.core.Nemesis.operator), never counted as the broker's behaviour."""
+        return self.nemesis.operator(action, targets, details, act)
 
     def _operator_recovery(self, why: str) -> dict:
         log(f"the cluster did not recover by itself ({why}); restarting the nodes that do not serve")
         t0 = self.clock.now()
         try:
-            stuck, failed = self.nemesis.restart_stuck(self.sc.timing.heal_timeout), None
+            stuck, failed = self.nemesis.restart_stuck(self.sc.timing.heal_timeout, why), None
+            self.phase("whole")
         except (TimeoutError, StopWaiting) as e:
             # still not whole: the broker's outcome (the run goes on, its verdict undecided
             # by harness.verdicts.undecided), not the harness's

@@ -18,6 +18,7 @@ import yaml
 from pydantic import Field, TypeAdapter, ValidationError
 
 from harness import brokers, expect
+from nemesis import grudge as grudges
 from harness.spec import BaseScenario
 from nemesis.faults import missing_capabilities, ports_problems
 from nemesis.schedule import CLOSING, parse as parse_schedule
@@ -138,6 +139,88 @@ def matrix_versions_option(values: tuple[str, ...] | list[str] | str | None) -> 
     return {k: out.get(k) or list(brokers.get(k).generations) for k in brokers.KINDS}
 
 
+# Faults whose targets are a partition spec (nemesis/targets.py grudge_for): a cut.
+CUTS = ("partition", "loss")
+
+
+def _static(expr: Any, nodes: list[str], brokers_: list[str]) -> list[str] | None:
+    """The nodes a target expression names whatever the cluster's state (node names, all,
+    brokers, lists of them); None when it depends on the run (roles, random)."""
+    if isinstance(expr, list):
+        parts = [_static(e, nodes, brokers_) for e in expr]
+        return None if any(p is None for p in parts) else list(dict.fromkeys(n for p in parts for n in p))
+    if expr in nodes:
+        return [expr]
+    return {"all": list(nodes), "brokers": list(brokers_)}.get(expr) if isinstance(expr, str) else None
+
+
+def _static_grudge(kind: str, arg: Any, nodes: list[str], brokers_: list[str]) -> grudges.Grudge | None:
+    """The grudge a partition spec builds when its targets are known before the run (the same
+    builders the nemesis uses); None when it depends on the run. ValueError from a builder."""
+    def names(expr: Any) -> list[str] | None:
+        return _static(expr, nodes, brokers_)
+
+    if kind == "grudge":
+        return grudges.from_json({k: v if isinstance(v, list) else [v] for k, v in arg.items()})
+    if kind in ("partial", "isolate_from"):
+        a, b = (names(x) for x in arg)
+        if a is None or b is None:
+            return None
+        if kind == "partial" and (len(a) != 1 or len(b) != 1):
+            return None  # refused by the target checks already
+        return grudges.partial(a[0], b[0]) if kind == "partial" else grudges.isolate_from(a, b)
+    if kind == "isolate":
+        group = names(arg)
+        return None if group is None else grudges.complete([group, [n for n in nodes if n not in group]])
+    if kind == "components":
+        parts = [names(x) for x in arg]
+        return None if any(p is None for p in parts) else grudges.complete(parts)
+    if kind in ("halves", "bridge", "majorities_ring"):
+        group = names(arg or "brokers")
+        return None if group is None else grudges.BUILDERS[kind](group)
+    return None
+
+
+def cut_problems(targets: Any, nodes: list[str], brokers_: list[str]) -> list[str]:
+    """A partition that separates no node from another (a grudge that drops nothing: a node
+    cut from itself, one side empty, a single component), or one its builder refuses: the
+    fault would record a cut that never happened. Decided only where the targets are known
+    before the run; the same expression on both sides of a pair is always the same nodes."""
+    spec = {targets: None} if isinstance(targets, str) else targets
+    if not isinstance(spec, dict) or len(spec) != 1:
+        return []  # its shape is targets_problems' to judge
+    (kind, arg), = spec.items()
+    # (a partial between two equal node names is targets_problems' already)
+    if (kind in ("partial", "isolate_from") and isinstance(arg, list) and len(arg) == 2 and arg[0] == arg[1]
+            and (kind == "isolate_from" or arg[0] not in nodes)):
+        return [f"{kind}: both sides are {arg[0]!r}: the cut separates no node from another"]
+    try:
+        cut = _static_grudge(kind, arg, nodes, brokers_)
+    except (ValueError, TypeError, AttributeError) as e:
+        return [f"{kind}: {e}"]
+    if cut is not None and not _cuts_anything(cut):
+        return [f"{kind}: separates no node from another (the grudge drops nothing)"]
+    return []
+
+
+def _cuts_anything(cut: grudges.Grudge) -> bool:
+    """Does the grudge drop any traffic (a node grudging only itself drops none)?"""
+    return any(peer != node for node, peers in cut.items() for peer in peers)
+
+
+def _topology_problems(steps: list, cluster: Any) -> list[str]:
+    """The steps' targets, waits, ports and cuts judged against the version's nodes and roles."""
+    nodes, roles, absent = cluster.nodes(), cluster.roles, cluster.absent_targets
+    out = [f"  nemesis: {st.fault} at {st.at:g}s: targets: {problem}" for st in steps
+           for problem in targets_problems(st.fault, st.targets, nodes, roles, absent)]
+    out += [f"  nemesis: {st.fault} at {st.at:g}s: when.same: {problem}" for st in steps if st.when
+            for expr in st.when["same"] for problem in expr_problems(expr, nodes, roles, absent)]
+    out += [f"  nemesis: {st.fault} at {st.at:g}s: {problem}" for st in steps
+            for problem in ports_problems(st.fault, st.params, cluster.ports)]
+    return out + [f"  nemesis: {st.fault} at {st.at:g}s: targets: {problem}" for st in steps
+                  if st.fault in CUTS for problem in cut_problems(st.targets, nodes, cluster.brokers())]
+
+
 def parse(data: Any, source: str = "scenario", version: str | dict[str, str] | None = None,
           env: dict[str, str] | None = None) -> Scenario:
     """``data`` validated into its broker's scenario model. ``version`` (--version; a mapping:
@@ -172,21 +255,17 @@ def parse(data: Any, source: str = "scenario", version: str | dict[str, str] | N
         raise ScenarioError(f"{source}: invalid scenario\n  {e}") from None
     # the version's topology (its nodes and roles may depend on it) judges the targets
     caps, cluster = plugin.capabilities_of(sc.version), plugin.cluster(version=sc.version)
-    # a capability every version lacks is the broker's; one only this version lacks, the version's
+    # a capability every version lacks is the broker's; one only this version lacks, the version's,
+    # unless the claim itself is not this version's (a mirrored queue's power loss on 4.3)
     lacking = [f"  nemesis: {st.fault} at {st.at:g}s needs {', '.join(missing)}, which {broker}"
-               f"{'' if missing_capabilities(st.fault, plugin.capabilities) else ' ' + str(sc.version)} nodes cannot do"
-               for st in steps if (missing := missing_capabilities(st.fault, caps))]
+               f"{'' if broker_lacks else ' ' + str(sc.version)} nodes cannot do"
+               for st in steps if (missing := missing_capabilities(st.fault, caps))
+               and ((broker_lacks := bool(missing_capabilities(st.fault, plugin.capabilities)))
+                    or not sc.not_applicable())]
     lacking += [f"  {problem}" for problem in sc.version_problems()]
     # A claim this version does not have (not applicable: no cluster comes up) may name the
     # nodes and traffic of the topology it is about; it is checked on a version that has it.
-    topology = [] if sc.not_applicable() else steps
-    nodes, roles, absent = cluster.nodes(), cluster.roles, cluster.absent_targets
-    lacking += [f"  nemesis: {st.fault} at {st.at:g}s: targets: {problem}" for st in topology
-                for problem in targets_problems(st.fault, st.targets, nodes, roles, absent)]
-    lacking += [f"  nemesis: {st.fault} at {st.at:g}s: when.same: {problem}" for st in topology if st.when
-                for expr in st.when["same"] for problem in expr_problems(expr, nodes, roles, absent)]
-    lacking += [f"  nemesis: {st.fault} at {st.at:g}s: {problem}" for st in topology
-                for problem in ports_problems(st.fault, st.params, cluster.ports)]
+    lacking += _topology_problems([] if sc.not_applicable() else steps, cluster)
     faults = sum(1 for st in steps if st.fault not in CLOSING)
     lacking += [f"  {field}.{k}.{problem}" for field in ("expect", "require")
                 for k, v in expect.expectations(sc, field).items() if expect.is_window(v)

@@ -26,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from harness import brokers, store
 from harness.brokers.base import NodeExitedError
 from harness.history import JsonlWriter, RunClock
 from harness.util import wait_until
+from harness.windows import OPERATOR
 from nemesis import faults as F
 from nemesis import net
 from nemesis.schedule import CLOSING, FAULTS, Step, parse
@@ -74,6 +76,7 @@ class Nemesis:
         self._active: list[F.Fault] = []
         self.records: list[dict] = []
         self.findings: list[dict] = []
+        self.operator_events: list[dict] = []  # the harness's own hand on the cluster
         self._n = 0
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -381,18 +384,39 @@ class Nemesis:
                 self.settle = settle
             log(f"healed; cluster whole after {time.monotonic() - t0:.1f}s")
 
-    def restart_stuck(self, timeout: float | None = None) -> list[str]:
+    def restart_stuck(self, timeout: float | None = None, why: str = "") -> list[str]:
         """What an operator does when the cluster does not recover by itself after
         the heal: restart the nodes that do not serve (the broker says which), then wait
-        until whole (TimeoutError if still not). Returns the nodes restarted."""
+        until whole (TimeoutError if still not): one operator event. Returns the nodes."""
         c = self.cluster
         stuck = c.stuck_nodes()
-        for n in stuck:
-            if c.running(n):
-                c.stop(n)
-            c.start(n)
-        self.wait_whole(timeout)
+
+        def restart() -> None:
+            for n in stuck:
+                if c.running(n):
+                    c.stop(n)
+                c.start(n)
+            self.wait_whole(timeout)
+        self.operator("restart", stuck, {"reason": why[:500]}, restart)
         return stuck
+
+    def operator(self, action: str, targets: list[str], details: dict, act: Callable[[], Any]) -> Any:
+        """Run ``act``, something the harness does to the cluster that is not the scenario's
+        fault (an operator's restart, a stale partition's repair, an election it asks for),
+        as an operator event in nemesis.jsonl with its times: the run is then not self-healed,
+        and no measurement that decides a verdict is taken over its window (harness.windows)."""
+        t, error = self.clock.now(), None
+        try:
+            return act()
+        except BaseException as e:
+            error = f"{type(e).__name__}: {e}"[:500]
+            raise
+        finally:
+            rec = {"fault": OPERATOR, "action": action, "targets": list(targets), "t_start": round(t, 3),
+                   "t_end": round(self.clock.now(), 3), "details": {**details, **({"error": error} if error else {})}}
+            self.operator_events.append(rec)
+            self._write(rec)
+            log(f"operator event: {action} {list(targets)} ({rec['t_end'] - rec['t_start']:.1f}s)")
 
     def wait_whole(self, timeout: float | None = None) -> None:
         """Until the broker says the cluster serves again, steadily; a recovery the broker
@@ -424,13 +448,12 @@ class Nemesis:
         return check
 
     def _recover(self, finding: dict, action: Any) -> None:
-        """Run a recovery step the broker needed after the heal, and record it as a finding."""
-        t = self.clock.now()
-        action()
-        finding = {**finding, "t": t}
+        """Run a recovery step the broker needed after the heal: an operator event, and the
+        finding that made it necessary in findings.jsonl."""
+        finding = {**finding, "t": self.clock.now()}
+        self.operator(finding.get("recovery") or finding.get("finding") or "recover",
+                      [finding["node"]] if finding.get("node") else [], finding, action)
         self.findings.append(finding)
-        self._write({"fault": "recover", "targets": [finding.get("node")], "t_start": t, "t_end": self.clock.now(),
-                     "details": finding})
         if self.run_dir is not None:
             with JsonlWriter(self.run_dir / FINDINGS_FILE) as w:
                 w.write(finding)

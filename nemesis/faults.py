@@ -124,6 +124,9 @@ def plan_partition(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
                       "sides": g.sides(grudge, ctx.cluster.nodes()),
                       "addresses": {n: addr(n) for n in involved},
                       "rules": rules})
+    one_way = g.one_way_links(grudge)
+    if one_way:  # "links" and "sides" read the same for both ways; which way is dropped is here
+        f.details["one_way"] = one_way
     if prob is not None:
         f.details["probability"] = float(prob)
     if ports:  # the cut links carry the rest of their traffic

@@ -1,13 +1,19 @@
 """Grudges: partitions as data.
 
-A grudge maps a node to the set of nodes it cuts itself off from. Applying it (nemesis/net.py)
-drops, on the grudging node, inbound traffic from and outbound traffic to each grudged node, so
-``{a: {b}}`` alone already cuts the a<->b link in both directions. The builders below return
-symmetric grudges anyway, so the cut holds even if one side's rules are lost (a node restarted
-mid-partition comes back with a fresh network namespace and no rules).
+A grudge maps a node to the set of nodes whose packets it drops (Jepsen's convention):
+``{b: {a}}`` means every packet a sends to b is dropped, and nothing b sends to a is. A
+*symmetric* grudge (``b in grudge[a]`` whenever ``a in grudge[b]``) cuts each of its links both
+ways; every builder returns one except ``one_way``, which drops one direction only (seed 003
+cuts "rabbit1 -> rabbit3" alone).
+
+Applying a grudge (nemesis/net.py) drops each dropped direction a -> b at both ends: on b's
+INPUT from a and on a's OUTPUT to b. So a cut holds even if one end's rules are lost (a node
+restarted mid-partition comes back with a fresh network namespace and no rules), and for a
+symmetric grudge that is, on each node, an INPUT drop from and an OUTPUT drop to each peer.
 
 All functions are pure; node names are plain strings. ``CLIENTS`` is the pseudo-node standing
-for the host's client path (the Docker bridge gateway); it never carries rules of its own.
+for the host's client path (the Docker bridge gateway); it never carries rules of its own, so
+both directions of a link to it are dropped on the node's end.
 """
 from __future__ import annotations
 
@@ -115,6 +121,26 @@ def isolate_from(group_a: Iterable[str], group_b: Iterable[str]) -> Grudge:
     return {**{n: b for n in a}, **{n: a for n in b}}
 
 
+def one_way(senders: Iterable[str] | str, receivers: Iterable[str] | str) -> Grudge:
+    """Drop every packet a sender sends to a receiver, and nothing a receiver sends to a sender:
+    ``one_way("rabbit1", "rabbit3")`` is ``{"rabbit3": {"rabbit1"}}``, seed 003's "rabbit1 ->
+    rabbit3" cut. TCP needs both directions, so every connection between the two stalls either
+    way; what differs is who stops hearing the other first (rabbit3 receives nothing from
+    rabbit1 at once, while rabbit1 still receives what rabbit3 sends). A name alone is one node."""
+    a = frozenset([senders] if isinstance(senders, str) else senders)
+    b = frozenset([receivers] if isinstance(receivers, str) else receivers)
+    if not a or not b:
+        raise ValueError("one_way needs a sender and a receiver")
+    if a & b:
+        raise ValueError(f"one_way's senders and receivers overlap: {sorted(a & b)}")
+    return {n: a for n in b}
+
+
+def symmetric(grudge: Mapping[str, Iterable[str]]) -> Grudge:
+    """The grudge with each dropped direction's reverse dropped too (every link both ways)."""
+    return union(grudge, *({p: [n]} for n, peers in grudge.items() for p in peers))
+
+
 def union(*grudges: Mapping[str, Iterable[str]]) -> Grudge:
     """All the cuts of several grudges at once."""
     out: dict[str, set[str]] = {}
@@ -125,19 +151,33 @@ def union(*grudges: Mapping[str, Iterable[str]]) -> Grudge:
 
 
 def links(grudge: Mapping[str, Iterable[str]]) -> set[frozenset[str]]:
-    """The undirected links a grudge cuts (what a reader of the record wants to know)."""
+    """The undirected links a grudge cuts, in one direction or both (what a reader of the record
+    wants to know; ``one_way_links`` says which are cut one way only)."""
     return {frozenset((a, b)) for a, peers in grudge.items() for b in peers}
+
+
+def directions(grudge: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """Every direction a grudge drops, as ``[sender, receiver]``, sorted."""
+    return sorted([sender, receiver] for receiver, senders in grudge.items() for sender in senders)
+
+
+def one_way_links(grudge: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The directions dropped whose reverse is kept, ``[sender, receiver]``: [] when symmetric."""
+    return [[a, b] for a, b in directions(grudge) if b not in grudge.get(a, ())]
 
 
 def sides(grudge: Mapping[str, Iterable[str]], nodes: Iterable[str]) -> list[list[str]]:
     """The sides of a cut: each node with the nodes it still reaches, both ways (a partial
-    cut's bridge node sees both halves: a side of its own). Sorted, each once."""
+    cut's bridge node sees both halves: a side of its own). A link dropped one way only parts
+    its ends as a two-way cut does (TCP, and so every broker's link, needs both directions):
+    ``one_way(a, b)`` has the sides of ``partial(a, b)``. Sorted, each once."""
     nodes = _nodes(nodes)
     reach = {n: {m for m in nodes if m not in grudge.get(n, ()) and n not in grudge.get(m, ())} for n in nodes}
     return [list(s) for s in sorted({tuple(sorted(r)) for r in reach.values()}, key=lambda s: (len(s), s))]
 
 
 def is_symmetric(grudge: Mapping[str, Iterable[str]]) -> bool:
+    """Whether every dropped direction's reverse is dropped too (False for ``one_way``)."""
     return all(a in grudge.get(b, ()) for a, peers in grudge.items() for b in peers)
 
 
@@ -157,4 +197,5 @@ BUILDERS = {
     "majorities_ring": majorities_ring,
     "partial": partial,
     "isolate_from": isolate_from,
+    "one_way": one_way,
 }

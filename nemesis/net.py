@@ -47,7 +47,8 @@ def port_matches(ports: Iterable[int] = ()) -> list[list[str]]:
 
 def _per_link(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
               link_specs: Callable[[str, str], list[str]]) -> Rules:
-    """Rules on each grudging node, ``link_specs(peer, addr)`` per grudged peer.
+    """Rules on each node of a map node -> peers, ``link_specs(peer, addr)`` per peer (the
+    counting rules; a grudge's drops go through ``_per_end``, which knows the direction).
     The ``clients`` pseudo-node carries no rules: its side of the cut is the node's."""
     rules: Rules = {}
     for node, peers in sorted(grudge.items()):
@@ -57,27 +58,48 @@ def _per_link(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str]
     return rules
 
 
+def _per_end(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
+             end_specs: Callable[[str, str, bool, bool], list[str]]) -> Rules:
+    """Rules on each node for each peer it shares a grudged link with:
+    ``end_specs(peer, addr, inbound, outbound)``, ``inbound`` when the node drops what the peer
+    sends, ``outbound`` when the peer drops what the node sends (a grudge is receiver ->
+    senders: nemesis/grudge.py). The ``clients`` pseudo-node carries no rules."""
+    drops = {n: set(ps) for n, ps in grudge.items()}
+    ends: dict[str, set[str]] = {}
+    for receiver, senders in drops.items():
+        for sender in senders:
+            ends.setdefault(receiver, set()).add(sender)
+            ends.setdefault(sender, set()).add(receiver)
+    rules = {node: [spec for peer in sorted(peers) for spec in end_specs(
+                 peer, addr_of(peer), peer in drops.get(node, ()), node in drops.get(peer, ()))]
+             for node, peers in sorted(ends.items()) if node != CLIENTS}
+    # a node with nothing to drop (a lossy link's receiver) carries no rules, and is not read
+    return {node: specs for node, specs in rules.items() if specs}
+
+
 def partition_rules(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
                     fault_id: str, ports: Iterable[int] = ()) -> Rules:
-    """INPUT drop from and OUTPUT drop to every grudged address, on the grudging node; with
-    ``ports``, only the TCP traffic to or from those ports, the rest of the link up (a
-    broker's control traffic cut while its replication goes on: ``Cluster.ports``)."""
+    """Each dropped direction a -> b at both ends: an INPUT drop from a on b and an OUTPUT drop
+    to b on a (a symmetric grudge: both on every grudging node, per peer). A one-way grudge
+    leaves the other direction's packets alone, so its rules count only the dropped direction
+    (its evidence). With ``ports``, only the TCP traffic to or from those ports, the rest of
+    the link up (a broker's control traffic cut while its replication goes on: ``Cluster.ports``)."""
     matches = port_matches(ports)
-    return _per_link(grudge, addr_of, lambda peer, addr: [
+    return _per_end(grudge, addr_of, lambda peer, addr, inbound, outbound: [
         _drop(chain, direction, addr, fault_id, None, m) for m in matches
-        for chain, direction in ((CHAIN_IN, "-s"), (CHAIN_OUT, "-d"))])
+        for chain, direction, on in ((CHAIN_IN, "-s", inbound), (CHAIN_OUT, "-d", outbound)) if on])
 
 
 def loss_rules(grudge: Mapping[str, Iterable[str]], addr_of: Callable[[str], str],
                fault_id: str, probability: float) -> Rules:
-    """Drop each packet on the grudged links with ``probability``, once per direction: on the
-    sender's OUTPUT (a symmetric grudge covers both directions). Towards ``clients`` the node
-    also drops inbound, since the host carries no rules."""
+    """Drop each packet of a grudged direction with ``probability``, once: on the sender's
+    OUTPUT (dropping it again at the receiver would square the rate). From ``clients`` the
+    receiving node drops inbound, since the host carries no rules."""
     if not 0 < probability <= 1:
         raise ValueError(f"probability must be in (0, 1], not {probability}")
-    return _per_link(grudge, addr_of, lambda peer, addr: [
-        _drop(CHAIN_OUT, "-d", addr, fault_id, probability),
-        *([_drop(CHAIN_IN, "-s", addr, fault_id, probability)] if peer == CLIENTS else [])])
+    return _per_end(grudge, addr_of, lambda peer, addr, inbound, outbound: [
+        *([_drop(CHAIN_OUT, "-d", addr, fault_id, probability)] if outbound else []),
+        *([_drop(CHAIN_IN, "-s", addr, fault_id, probability)] if inbound and peer == CLIENTS else [])])
 
 
 def apply_script(specs: list[str]) -> str:

@@ -111,8 +111,11 @@ def grudge_for(cluster: Any, spec: Any, rng: random.Random, subject: str | None 
     ``"halves"`` / ``"random_halves"`` / ``"bridge"`` / ``"majorities_ring"`` (over the brokers,
     or ``{halves: EXPR}`` over EXPR); ``{isolate: EXPR}`` (EXPR's nodes together, cut from every
     other node, ZooKeeper included); ``{partial: [X, Y]}``; ``{isolate_from: [EXPR_A, EXPR_B]}``;
+    ``{one_way: [EXPR_A, EXPR_B]}`` (every packet from EXPR_A's nodes to EXPR_B's dropped, the
+    other direction kept: seed 003's "rabbit1 -> rabbit3" is ``{one_way: [rabbit1, rabbit3]}``);
     ``{clients: EXPR}`` (EXPR cut from the host's client path); ``{components: [EXPR, ...]}``;
-    ``{grudge: {node: [nodes]}}`` (given as is).
+    ``{grudge: {node: [nodes]}}`` (each pair's link cut both ways, as this spec always did:
+    made symmetric; one direction alone is ``one_way``).
     """
     if isinstance(spec, str):
         spec = {spec: None}
@@ -129,15 +132,15 @@ def grudge_for(cluster: Any, spec: Any, rng: random.Random, subject: str | None 
     if kind == "partial":
         a, b = _pair(arg, kind)
         return g.partial(_one(cluster, a, rng, subject), _one(cluster, b, rng, subject))
-    if kind == "isolate_from":
+    if kind in ("isolate_from", "one_way"):
         a, b = _pair(arg, kind)
-        return g.isolate_from(resolve(cluster, a, rng, subject), resolve(cluster, b, rng, subject))
+        return g.BUILDERS[kind](resolve(cluster, a, rng, subject), resolve(cluster, b, rng, subject))
     if kind == "clients":
         return g.isolate_from(resolve(cluster, arg, rng, subject), [g.CLIENTS])
     if kind == "components":
         return g.complete([resolve(cluster, c, rng, subject) for c in arg])
     if kind == "grudge":
-        return g.from_json(arg)
+        return g.symmetric(g.from_json(arg))
     raise TargetError(f"unknown partition spec {kind!r}")
 
 
@@ -151,7 +154,7 @@ def _pair(arg: Any, kind: str) -> tuple[Any, Any]:
 KEYWORDS = ("all", "brokers", g.CLIENTS)
 SPEC_NAMES = ("halves", "random_halves", "bridge", "majorities_ring")
 SPEC_KINDS = {"halves": "expr", "bridge": "expr", "majorities_ring": "expr", "random_halves": "seed",
-              "isolate": "expr", "clients": "expr", "partial": "pair", "isolate_from": "pair",
+              "isolate": "expr", "clients": "expr", "partial": "pair", "isolate_from": "pair", "one_way": "pair",
               "components": "list", "grudge": "grudge"}
 
 
@@ -214,6 +217,8 @@ def targets_problems(fault: str, targets: Any, nodes: list[str], roles: dict,
     if shape == "pair":
         if not isinstance(arg, list) or len(arg) != 2:
             return [f"{kind} takes a list of two targets, not {arg!r}"]
+        if arg[0] == arg[1]:  # nothing between a node and itself to cut
+            return [f"{kind} names {arg[0]!r} on both ends: it would cut nothing"]
         return [p for a in arg for p in expr_problems(a, nodes, roles, absent)]
     if shape == "list":
         if not isinstance(arg, list) or not arg:

@@ -160,6 +160,53 @@ def test_json_round_trip_and_union():
     assert g.from_json(g.to_json(gr)) == gr
 
 
+# ---- one-way cuts (seed 003: "rabbit1 -> rabbit3") ---------------------------------------
+THREE = ["rabbit1", "rabbit2", "rabbit3"]
+
+
+def test_one_way_drops_only_what_the_sender_sends():
+    gr = g.one_way("rabbit1", "rabbit3")
+    # a grudge maps the receiver to the senders whose packets it drops
+    assert gr == {"rabbit3": frozenset({"rabbit1"})}
+    assert g.to_json(gr) == {"rabbit3": ["rabbit1"]}
+    assert not g.is_symmetric(gr)
+    assert g.directions(gr) == [["rabbit1", "rabbit3"]]
+    assert g.one_way_links(gr) == [["rabbit1", "rabbit3"]]
+    assert g.links(gr) == {frozenset({"rabbit1", "rabbit3"})}
+    # neither end hears the other both ways, so the sides are a partial cut's: rabbit2 sees both
+    assert g.sides(gr, THREE) == [["rabbit1", "rabbit2"], ["rabbit2", "rabbit3"], THREE]
+    assert g.sides(gr, THREE) == g.sides(g.partial("rabbit1", "rabbit3"), THREE)
+    # both directions of the link, and nothing else, make the two-way cut
+    both = g.union(gr, g.one_way("rabbit3", "rabbit1"))
+    assert both == g.partial("rabbit1", "rabbit3") == g.symmetric(gr)
+    assert g.is_symmetric(both) and g.one_way_links(both) == []
+    assert g.directions(both) == [["rabbit1", "rabbit3"], ["rabbit3", "rabbit1"]]
+
+
+def test_one_way_between_groups():
+    gr = g.one_way(["a", "b"], ["c"])
+    assert g.to_json(gr) == {"c": ["a", "b"]}
+    assert g.one_way_links(gr) == [["a", "c"], ["b", "c"]]
+    assert g.symmetric(gr) == g.isolate_from(["a", "b"], ["c"])
+    assert g.sides(gr, ["a", "b", "c"]) == [["c"], ["a", "b"]]
+    for bad in [("a", "a"), (["a", "b"], ["b"]), ([], ["a"]), ("a", [])]:
+        with pytest.raises(ValueError):
+            g.one_way(*bad)
+
+
+@given(node_lists, st.data())
+def test_one_way_drops_exactly_one_direction_of_each_cross_link(nodes, data):
+    k = data.draw(st.integers(1, len(nodes) - 1))
+    shuffled = data.draw(st.permutations(nodes))
+    senders, receivers = shuffled[:k], shuffled[k:]
+    gr = g.one_way(senders, receivers)
+    assert_well_formed(gr)
+    assert not g.is_symmetric(gr)
+    assert g.directions(gr) == sorted([a, b] for a in senders for b in receivers)
+    assert g.links(gr) == g.links(g.isolate_from(senders, receivers))
+    assert g.union(gr, g.one_way(receivers, senders)) == g.isolate_from(senders, receivers)
+
+
 # ---- iptables rule sets (pure) -----------------------------------------------------------
 ADDR = {"r1": "10.0.0.1", "r2": "10.0.0.2", "r3": "10.0.0.3", g.CLIENTS: "10.0.0.254"}
 
@@ -215,6 +262,34 @@ def test_loss_rules_drop_once_per_direction():
     }
     with pytest.raises(ValueError):
         net.loss_rules(g.partial("r1", "r2"), ADDR.__getitem__, "f2", 0)
+
+
+def test_one_way_rules_drop_that_direction_at_both_ends_and_nothing_back():
+    tag = "-m comment --comment mqchaos:f9 -j DROP"
+    rules = net.partition_rules(g.one_way("r1", "r3"), ADDR.__getitem__, "f9")
+    # r1 -> r3 dropped as r1 sends it and as r3 receives it; r3 -> r1 has no rule at all
+    assert rules == {"r1": [f"MQCHAOS-OUT -d 10.0.0.3/32 {tag}"],
+                     "r3": [f"MQCHAOS-IN -s 10.0.0.1/32 {tag}"]}
+    # the two directions together are exactly the two-way cut's rules
+    both = net.partition_rules(g.union(g.one_way("r1", "r3"), g.one_way("r3", "r1")), ADDR.__getitem__, "f9")
+    assert both == net.partition_rules(g.partial("r1", "r3"), ADDR.__getitem__, "f9")
+    ported = net.partition_rules(g.one_way("r1", "r3"), ADDR.__getitem__, "f9", ports=[25672])
+    assert ported == {"r1": [f"MQCHAOS-OUT -d 10.0.0.3/32 -p tcp {flag} 25672 {tag}" for flag in ("--dport", "--sport")],
+                      "r3": [f"MQCHAOS-IN -s 10.0.0.1/32 -p tcp {flag} 25672 {tag}" for flag in ("--dport", "--sport")]}
+
+
+def test_one_way_to_and_from_the_clients_lives_on_the_node():
+    tag = "-m comment --comment mqchaos:f4 -j DROP"
+    assert net.partition_rules(g.one_way([g.CLIENTS], ["r2"]), ADDR.__getitem__, "f4") == {
+        "r2": [f"MQCHAOS-IN -s 10.0.0.254/32 {tag}"]}
+    assert net.partition_rules(g.one_way(["r2"], [g.CLIENTS]), ADDR.__getitem__, "f4") == {
+        "r2": [f"MQCHAOS-OUT -d 10.0.0.254/32 {tag}"]}
+
+
+def test_one_way_loss_drops_only_on_the_sender():
+    assert net.loss_rules(g.one_way("r1", "r2"), ADDR.__getitem__, "f2", 0.5) == {
+        "r1": ["MQCHAOS-OUT -d 10.0.0.2/32 -m statistic --mode random --probability 0.5 "
+               "-m comment --comment mqchaos:f2 -j DROP"]}
 
 
 def test_scripts_add_and_remove_the_same_specs():

@@ -137,16 +137,24 @@ def test_a_quorum_needs_a_majority_of_views_on_the_leader():
 # ---- a KRaft cluster over a fake docker exec and a fake AdminClient -------------------------
 
 class FakeAdmin:
-    """list_topics as confluent-kafka answers it: brokers by id, partitions by id."""
+    """list_topics as confluent-kafka answers it: brokers by id, partitions by id, and the
+    broker that answered (every broker with the same view here: tests/test_kafka_views.py
+    gives them different ones)."""
 
     def __init__(self, brokers: list[int], partitions: dict[str, list[tuple[int, int, list[int], list[int]]]]):
         self.brokers, self.parts = brokers, partitions
 
-    def list_topics(self, topic=None, timeout=None):
+    def list_topics(self, topic=None, timeout=None, answering: int = -1):
         topics = {t: SimpleNamespace(error=None, partitions={
             pid: SimpleNamespace(id=pid, leader=leader, replicas=reps, isrs=isr) for pid, leader, reps, isr in ps})
             for t, ps in self.parts.items() if topic in (None, t)}
-        return SimpleNamespace(brokers={b: SimpleNamespace(id=b) for b in self.brokers}, topics=topics)
+        return SimpleNamespace(brokers={b: SimpleNamespace(id=b) for b in self.brokers}, topics=topics,
+                               orig_broker_id=answering, orig_broker_name=f"127.0.0.1:{9091 + answering}/{answering}")
+
+    def pinned(self, node: str) -> SimpleNamespace:
+        """The client pinned to ``node``: its broker answers."""
+        bid = int(node.removeprefix("kafka"))
+        return SimpleNamespace(list_topics=lambda topic=None, timeout=None: self.list_topics(topic, timeout, bid))
 
 
 def fake_kraft(monkeypatch, states: dict[str, str | None], admin: FakeAdmin, version: str = "4.1",
@@ -162,6 +170,7 @@ def fake_kraft(monkeypatch, states: dict[str, str | None], admin: FakeAdmin, ver
         raise AssertionError(f"unexpected exec {cmd}")
     monkeypatch.setattr(c, "exec", exec_)
     monkeypatch.setattr(c, "admin", lambda: admin)
+    monkeypatch.setattr(c, "node_admin", admin.pinned)
     monkeypatch.setattr(c, "state", lambda n: {"Running": n in running, "Paused": False,
                                                "StartedAt": "2026-11-24T10:00:00.5Z"})
     monkeypatch.setattr(c, "logs", lambda n, tail=None, since=None: logs)
@@ -191,9 +200,10 @@ def test_roles_resolve_from_the_quorum_state_and_the_metadata(monkeypatch):
         resolve(c, "zk", rng)
     with pytest.raises(RoleError, match="no role 'zk'"):
         c.role("zk", None)
-    # three readings of the controller (controller, its epoch, the except), each of every
-    # node's view and nothing else; a KRaft cluster has no ZooKeeper client to call
-    assert sorted(n for n, _ in c.calls) == sorted(NODES * 3)
+    # nine readings of the quorum: the controller, its epoch, the except, and whose view each
+    # of the six partition reads takes; each of every node's view and nothing else; a KRaft
+    # cluster has no ZooKeeper client to call
+    assert sorted(n for n, _ in c.calls) == sorted(NODES * 9)
     assert all(cmd == ["cat", kraft.QUORUM_STATE] for _, cmd in c.calls)
     assert not hasattr(c, "zk") and not hasattr(c, "registration_time")
 
@@ -229,7 +239,10 @@ def test_a_sample_carries_the_controller_epoch_and_no_leader_epoch(monkeypatch):
     c = fake_kraft(monkeypatch, three_up(), admin, version="3.9-kraft")
     sc = parse({"name": "s", "broker": "kafka"}, version="3.9-kraft", env={})
     assert observe.sample(c, sc) == {"leader": "kafka3", "isr": ["kafka3", "kafka1", "kafka2"], "epoch": None,
-                                     "controller": "kafka2", "controller_epoch": 3}  # 3.9: no ELR read
+                                     "controller": "kafka2", "controller_epoch": 3,  # 3.9: no ELR read
+                                     "view_from": "kafka2",  # the active controller's broker
+                                     "views": {n: {"leader": "kafka3", "isr": ["kafka3", "kafka1", "kafka2"]}
+                                               for n in NODES}}
 
 
 # ---- ELR (4.1): kafka-topics, rarely, in the background ------------------------------------
@@ -346,10 +359,12 @@ def test_the_zookeeper_rows_are_not_applicable_on_kraft_and_their_counterparts_r
     files = sorted((ROOT / "scenarios").glob("K*.yaml"))
     zk_rows = [p for p in files if "-zk" in p.name or p.name.startswith("K9-controller")]
     kraft_rows = [p for p in files if "-kraft-" in p.name]
-    assert [p.name.split("-")[0] for p in zk_rows] == [p.name.split("-")[0] for p in kraft_rows] == [
-        "K6", "K7", "K7b", "K9"]
+    assert [p.name.split("-")[0] for p in zk_rows] == ["K6", "K7", "K7b", "K9"]
+    # K6k is K6's KRaft counterpart with a claim of its own (KRaft fences the cut follower:
+    # the opposite of seed 002's K6 claim), so it has its own id and never shows under K6
+    assert [p.name.split("-")[0] for p in kraft_rows] == ["K6k", "K7", "K7b", "K9"]
     for zk, kr in zip(zk_rows, kraft_rows):
-        assert load(zk).id == load(kr).id
+        assert load(zk).id == load(kr).id or (load(zk).id, load(kr).id) == ("K6", "K6k")
         for version in ("3.9-kraft", "4.1"):
             assert "about ZooKeeper" in load(zk, version).not_applicable()
             sc = load(kr, version)
@@ -357,7 +372,27 @@ def test_the_zookeeper_rows_are_not_applicable_on_kraft_and_their_counterparts_r
             steps = sc.nemesis if isinstance(sc.nemesis, list) else []
             assert any(st.get("params", {}).get("ports") == "controller" for st in steps)
         assert load(zk).not_applicable() is None and "KRaft controller quorum" in load(kr).not_applicable()
-    # every other Kafka row loads on KRaft as it is
+    # the rows whose premise KRaft's combined mode cannot meet (a leader cut from both
+    # followers is cut from the controller majority too) say so; every other loads as it is
+    combined = {p.name.split("-")[0] for p in files if load(p).metadata_why}
+    assert combined == {"K5a", "K8a", "K8b", "K8c"}
     for p in files:
         if p not in zk_rows + kraft_rows:
-            assert load(p, "4.1").not_applicable() is None, p.name
+            why = load(p, "4.1").not_applicable()
+            if p.name.split("-")[0] in combined:
+                assert "controller majority" in why and load(p).not_applicable() is None, p.name
+            else:
+                assert why is None, p.name
+
+
+def test_a_metadata_reason_needs_its_mode_and_is_the_reason_given():
+    """``metadata_why`` is the not-applicable reason of a claim about one metadata mode (K5a,
+    K8: KRaft's combined mode cannot give its premise); without ``metadata:`` it says nothing."""
+    base = {"name": "k", "broker": "kafka"}
+    with pytest.raises(ScenarioError, match="metadata_why"):
+        parse(dict(base, metadata_why="because"), version="3.9", env={})
+    sc = parse(dict(base, metadata="zookeeper", metadata_why="the premise needs it\n"), version="4.1", env={})
+    assert sc.not_applicable() == "the premise needs it (metadata: zookeeper)"
+    assert parse(dict(base, metadata="zookeeper"), version="4.1", env={}).not_applicable().startswith(
+        "the claim is about ZooKeeper")
+    assert parse(dict(base, metadata="zookeeper", metadata_why="x"), version="3.9", env={}).not_applicable() is None

@@ -287,7 +287,7 @@ def test_several_runs_per_cell_share_with_loss_over_decided_runs():
     assert q1["loss_share"] == pytest.approx(1 / 3, abs=1e-4)
     assert q1["loss_ci95"] == [pytest.approx(x, abs=1e-4) for x in wilson(1, 3)]
     assert q1["unavailable_p50"] == 4.0 and q1["unavailable_p99"] == pytest.approx(5.96)  # decided runs only
-    assert q1["verdicts"] == {"held": 2, "DID NOT HOLD": 1, "could not decide": 1, "harness error": 1}
+    assert q1["verdicts"] == {"held": 2, "DID NOT HOLD": 1, "undecided": 1, "harness error": 1}
     assert q1["state"] == "failed" and q1["exit"] == EXIT_INVALID
     r9 = next(r for r in m["tables"][0]["rows"] if r["scenario"] == "R9-p")["cells"]
     assert r9["4.0"]["state"] == "not-applicable" and r9["4.0"]["total"] == 5 and r9["4.0"]["loss_share"] is None
@@ -296,7 +296,7 @@ def test_several_runs_per_cell_share_with_loss_over_decided_runs():
     lo, hi = wilson(1, 3)
     assert text.startswith(f"loss in 1/3 (33 %, 95 % CI {lo * 100:.0f}–{hi * 100:.0f} %); decided 3/5; "
                            "unavail. s p50 4, p99 5.96; held 2, ")
-    assert "DID NOT HOLD 1" in text and "could not decide 1" in text and "harness error 1" in text
+    assert "DID NOT HOLD 1" in text and "undecided 1" in text and "harness error 1" in text
     assert M.cell_text(r9["4.0"]) == "not applicable"
     why = M.notes(m)
     assert "- Q1 on rabbitmq 4.0 (1 of 5 runs): undecided: fault partition had no effect" in why
@@ -307,7 +307,7 @@ def test_several_runs_per_cell_share_with_loss_over_decided_runs():
 def test_a_cell_without_a_decided_run_says_so():
     c = M.cell([_row("Q1-q", "4.0", i, held=None) for i in range(3)])
     assert c["state"] == "undecided" and c["loss_share"] is None and c["loss_ci95"] is None
-    assert M.cell_text(c).startswith("no run decided; decided 0/3; could not decide 3")
+    assert M.cell_text(c).startswith("no run decided; decided 0/3; undecided 3")
     assert M.cell_text(M.cell([])) == "not run"
 
 
@@ -454,11 +454,15 @@ def test_the_command_end_to_end(fake_runs, files, tmp_path):
     # the table into a document, and the same cells rebuilt from the run directories
     doc = tmp_path / "doc.md"
     doc.write_text("# x\n<!-- table:versions -->\n<!-- /table:versions -->\ntail\n")
+    pub = tmp_path / "published"
     res = CliRunner().invoke(main, ["doc-table", str(out), "--into", str(doc), "--name", "versions", "--matrix",
-                                    "--only", "Q90,R90"])
+                                    "--only", "Q90,R90", "--batches", str(pub)])
     assert res.exit_code == 0, res.output
     text = doc.read_text()
-    assert "matrix.json; do not edit -->" in text and "| Q90 | Q90-quorum |" in text and "K90" not in text
+    copy = pub / out.resolve().name  # the committed copy the table names (the batch, not its link), runs by id
+    assert f"`mqchaos doc-table {copy} --matrix --only Q90,R90` from {copy / 'matrix.json'}; do not edit -->" in text
+    assert "/report.md" not in (copy / "matrix.json").read_text() and (copy / "summary.json").is_file()
+    assert "| Q90 | Q90-quorum |" in text and "K90" not in text
     assert "](" not in text and text.endswith("<!-- /table:versions -->\ntail\n")
     res = CliRunner().invoke(main, ["doc-table", str(fake_runs), "--into", str(doc), "--name", "versions", "--matrix"])
     assert res.exit_code != 0 and "not a matrix batch" in res.output

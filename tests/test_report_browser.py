@@ -107,6 +107,37 @@ def test_the_results_index_lists_batches_and_runs(tmp_path):
     assert 'href="catalogue/2026-11-23T12-00-00Z/index.html"' in page
     assert 'href="R9/2026-11-23T10-00-00.000Z/report.html"' in page and ">held<" in page
     assert "K7" in page and "harness error" in page and str(killed.name) in page
+    # each column says what it holds: "run s" is seconds, the start its own column
+    assert "<th>run s</th>" in page and "<th>started (UTC)</th>" in page and "<th>predicted</th>" in page
+    assert "run s: the run&#39;s own wall time, in seconds" in page or "run s: the run's own wall time" in page
+    # per scenario (and version), held k of n over every stored run, with its Wilson interval
+    assert "held 1 of 1 (95 % CI 21–100 %)" in page and "no run decided; also harness error 1" in page
+
+
+def test_the_console_table_says_the_verdict_in_the_index_words():
+    base = {"scenario": "s", "attempted": 1, "confirmed": 1, "lost": 0, "duplicated": 0, "unavailable_s": 0,
+            "valid": False, "report": "r"}
+    text = rows.text_table([{**base, "prediction": True}, {**base, "scenario": "t", "prediction": False},
+                            {**base, "scenario": "u", "prediction": None},
+                            {**base, "scenario": "v", "not_applicable": True, "prediction": None}])
+    head, *lines = text.splitlines()
+    assert "verdict" in head and "valid" not in head and "prediction" not in head
+    assert [ln.split("  ")[0].strip() for ln in lines] == ["s", "t", "u", "v"]
+    for line, word in zip(lines, ["held", "DID NOT HOLD", "undecided", "not applicable"]):
+        assert f"  {word}  " in line and "False" not in line
+
+
+def test_the_report_reads_the_broker_and_measurements_as_fields():
+    from harness import report
+
+    brokers = {"rabbitmq": "3.10.8", "erlang": "25.2.3",
+               "nodes": {n: {"image": "mqchaos/rabbitmq:latest", "version": "3.10"} for n in ("rabbit1", "rabbit2")}}
+    assert report.brokers_text(brokers) == \
+        "rabbitmq 3.10.8, erlang 25.2.3 (rabbit1, rabbit2 on mqchaos/rabbitmq:latest)"
+    assert report.brokers_text(None) == "versions not recorded"
+    assert report.value_text({"paused_nodes": ["rabbit2"], "self_healed": False, "windows": {"effect": [20.0, 41.5]}}) \
+        == "paused_nodes: (rabbit2); self_healed: false; windows: (effect: (20, 41.5))"
+    assert report.value_text([]) == "none" and report.value_text(None) == "–" and report.value_text(0.25) == "0.25"
 
 
 def test_pictures_of_a_damaged_run_leave_the_bad_lines_out(tmp_path):

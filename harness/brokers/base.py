@@ -650,6 +650,17 @@ def closest(key: str, names: list[str] | tuple[str, ...]) -> str:
     return f" (did you mean {near[0]!r}?)" if near else ""
 
 
+def raw_text(value: Any) -> str:
+    """A raw configuration line's value as the broker spells it: YAML's true / false are
+    written lower-case (cuttlefish's enum [true, false] refuses "True")."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def is_boolean(value: Any) -> bool:
+    """A boolean as the brokers' own parsers take one: true / false (any case, as text)."""
+    return isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in ("true", "false"))
+
+
 class Settings(BaseModel):
     """A broker's ``cluster:`` block: typed fields (or the broker's own names for them, in
     ``aliases``); any other key must be one of the broker's own configuration names
@@ -680,16 +691,20 @@ class Settings(BaseModel):
             return data
         names = set(cls.model_fields) - {"extra"}
         known: dict[str, Any] = {}
-        extra = {k: str(v) for k, v in (data.get("extra") or {}).items()}
+        extra = {k: raw_text(v) for k, v in (data.get("extra") or {}).items()}
         unknown = []
         for k, v in data.items():
             key = cls.aliases.get(k, k.replace("-", "_"))
             if k == "extra":
                 continue
             if key in names:
+                if cls.model_fields[key].annotation is bool and not is_boolean(v):
+                    # pydantic would read yes / on / 1 as true; the broker itself takes only
+                    # true or false, so anything else is a mistake, not a spelling
+                    unknown.append(f"{k!r}: {v!r} is not a boolean (true or false)")
                 known[key] = v
             elif cls.keys_file is None or known_key(str(cls.keys_file), "broker", k):
-                extra[k] = str(v)
+                extra[k] = raw_text(v)
             else:
                 choices = sorted(names | set(cls.aliases)) + list(config_keys(str(cls.keys_file), "broker"))
                 unknown.append(f"{k!r} is neither a setting of the harness nor a {cls.broker} "

@@ -7,6 +7,13 @@ topics, roles and recovery over the metadata each one reads its own way.
 Clients reach the brokers through 127.0.0.1:9092..9094 (external listeners advertised as
 such) and ZooKeeper through 127.0.0.1:2181..2183; the brokers talk to each other on the
 internal listener. Broker ids: kafka<N> has broker.id (node.id) N.
+
+Whose view: each broker answers a Metadata request from its own metadata image, stale on a
+broker cut from the controllers. ``node_metadata`` asks one broker through a client pinned to
+its published port and proves from the answer which broker sent it (``answered_by``): librdkafka
+sends a Metadata request to any broker it has a connection to, and connects to a random known
+one (learned from the pinned broker's own answer) when it has none, so an answer from another
+broker is discarded, never taken for the pinned one's.
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ import logging
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -148,6 +156,47 @@ def broker_node(bid: int | str | None) -> str | None:
     return f"kafka{int(bid)}"
 
 
+def pinned_config(endpoint: str) -> dict[str, Any]:
+    """An AdminClient meant to ask one broker only. librdkafka has no setting that forbids the
+    others (it learns them from the first answer), so these only make another broker rare;
+    ``answered_by`` is what proves whose answer it is."""
+    return {"bootstrap.servers": endpoint,            # that node's published 127.0.0.1 port, alone
+            "enable.sparse.connections": True,        # connect only where a request must go (default)
+            "topic.metadata.refresh.interval.ms": -1,  # no background refresh to a random broker
+            "socket.timeout.ms": 10000, "log_level": 0,
+            "logger": logging.getLogger("mqchaos.kafka.pinned")}
+
+
+def answered_by(md: Any, endpoints: dict[str, str]) -> str | None:
+    """The node whose broker answered a metadata request (``ClusterMetadata.orig_broker_id`` /
+    ``orig_broker_name``: librdkafka's broker handle that got the response), or None when the
+    answer does not prove one. A learned broker is named ``127.0.0.1:9093/2`` (id 2); the
+    bootstrap connection ``127.0.0.1:9092/bootstrap`` with id -1, known by the address dialled.
+    The id and the address must name the same node."""
+    name = getattr(md, "orig_broker_name", None) or ""
+    address, _, tail = name.split("://")[-1].rpartition("/")
+    by_address = next((n for n, ep in endpoints.items() if ep == address), None)
+    bid = getattr(md, "orig_broker_id", -1)
+    if bid is not None and bid >= 0:
+        return by_address if by_address == broker_node(bid) else None
+    return by_address if tail == "bootstrap" else None
+
+
+def partitions_of(md: Any, topic: str) -> list[dict[str, Any]]:
+    """Per partition of ``topic`` in one metadata answer: leader, ISR, replicas (node names)."""
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        raise ClusterError(f"metadata for {topic}: {t.error if t else 'absent'}")
+    return [{"partition": p.id, "leader": broker_node(p.leader),
+             "isr": [broker_node(r) for r in p.isrs], "replicas": [broker_node(r) for r in p.replicas],
+             "preferred": broker_node(p.replicas[0]) if p.replicas else None}
+            for p in sorted(t.partitions.values(), key=lambda p: p.id)]
+
+
+class ForeignAnswer(ClusterError):
+    """A metadata request meant for one broker was answered by another (discarded)."""
+
+
 
 class KafkaCluster(ComposeCluster):
     """What both metadata modes share; each says how it reads the metadata: ``quorum``,
@@ -174,6 +223,8 @@ class KafkaCluster(ComposeCluster):
         self.config = KafkaConfig()
         self.config.version = version
         self._admin = None
+        self._pinned: dict[str, Any] = {}  # node -> an AdminClient asking that broker only
+        self._pinned_lock = threading.Lock()
 
     # ---- topology -------------------------------------------------------------------
     def brokers(self) -> list[str]:
@@ -304,7 +355,11 @@ class KafkaCluster(ComposeCluster):
         return ts + (float("0." + frac[:6]) if frac else 0.0)
 
     def close(self) -> None:
+        """Forget the clients (confluent-kafka's AdminClient has no close: dropping the last
+        reference destroys its handle)."""
         self._admin = None
+        with self._pinned_lock:
+            self._pinned.clear()
 
     # ---- partitions ------------------------------------------------------------------
     def leader(self, topic: str, partition: int = 0) -> str | None:
@@ -336,15 +391,64 @@ class KafkaCluster(ComposeCluster):
 
     def metadata(self, topic: str, timeout: float = 10) -> list[dict[str, Any]]:
         """Per partition as the brokers' metadata says: leader, ISR, replicas (node names).
-        Whichever broker the client asks answers from its own metadata image."""
-        md = self.admin().list_topics(topic=topic, timeout=timeout)
-        t = md.topics.get(topic)
-        if t is None or t.error is not None:
-            raise ClusterError(f"metadata for {topic}: {t.error if t else 'absent'}")
-        return [{"partition": p.id, "leader": broker_node(p.leader),
-                 "isr": [broker_node(r) for r in p.isrs], "replicas": [broker_node(r) for r in p.replicas],
-                 "preferred": broker_node(p.replicas[0]) if p.replicas else None}
-                for p in sorted(t.partitions.values(), key=lambda p: p.id)]
+        Whichever broker the client asks answers from its own metadata image: not a view to
+        take for the cluster's (``node_metadata`` says whose it is)."""
+        return partitions_of(self.admin().list_topics(topic=topic, timeout=timeout), topic)
+
+    # ---- each broker's own view (a client pinned to it) --------------------------------
+    def node_admin(self, node: str):
+        """The AdminClient that asks only ``node``'s broker, kept per node so that a sample
+        each second does not start a client (and its threads) per node."""
+        with self._pinned_lock:
+            client = self._pinned.get(node)
+            if client is None:
+                client = self._pinned[node] = AdminClient(pinned_config(self.client_endpoints()[node]))
+            return client
+
+    def _forget_node_admin(self, node: str, client: Any) -> None:
+        with self._pinned_lock:
+            if self._pinned.get(node) is client:
+                del self._pinned[node]
+
+    def node_metadata(self, node: str, topic: str, timeout: float = 10) -> list[dict[str, Any]]:
+        """``topic``'s partitions as ``node``'s broker sees them, proven to be its answer.
+        Raises ClusterError when it did not answer in time, ForeignAnswer when another broker
+        did (the client is then dropped: a fresh one knows only ``node``'s address, while this
+        one would keep asking the broker it last used)."""
+        client = self.node_admin(node)
+        try:
+            md = client.list_topics(topic=topic, timeout=timeout)
+        except KafkaException as exc:
+            raise ClusterError(f"{node} gave no metadata for {topic}: {exc}") from exc
+        who = answered_by(md, self.client_endpoints())
+        if who != node:
+            self._forget_node_admin(node, client)
+            raise ForeignAnswer(f"metadata asked of {node} answered by {who or '?'} "
+                                f"({getattr(md, 'orig_broker_name', None)}): discarded")
+        return partitions_of(md, topic)
+
+    def node_views(self, topic: str, timeout: float) -> tuple[dict[str, list[dict]], dict[str, str]]:
+        """Every broker's own view of ``topic`` at once (a paused broker costs ``timeout``
+        once, not once per node), and why a broker gave none."""
+        def read(node: str) -> list[dict] | str:
+            try:
+                return self.node_metadata(node, topic, timeout)
+            except ClusterError as exc:
+                return str(exc)[:200]
+        with ThreadPoolExecutor(len(BROKERS)) as pool:
+            got = dict(zip(BROKERS, pool.map(read, BROKERS)))
+        return ({n: v for n, v in got.items() if not isinstance(v, str)},
+                {n: v for n, v in got.items() if isinstance(v, str)})
+
+    def view_source(self) -> tuple[str | None, str | None, int | None]:
+        """Whose view is the cluster's (a node, ``zookeeper``, or None: unknown, no guess),
+        the controller and its epoch, from one reading of the metadata quorum."""
+        raise NotImplementedError
+
+    def view_partitions(self, source: str | None, topic: str, views: dict[str, list[dict]]) -> list[dict] | None:
+        """The cluster's view of ``topic`` given ``view_source``'s answer and the brokers'
+        own views: by default the source node's own (None when unknown or unanswered)."""
+        return views.get(source) if source else None
 
     def metadata_brokers(self, timeout: float = 10) -> list[str]:
         md = self.admin().list_topics(timeout=timeout)
@@ -556,11 +660,18 @@ class ZooKeeperCluster(KafkaCluster):
             })
         return res
 
+    def view_source(self) -> tuple[str | None, str | None, int | None]:
+        """ZooKeeper holds the controller's record: the cluster's view, whatever a broker caches."""
+        return ("zookeeper", *self.controller_and_epoch())
+
+    def view_partitions(self, source: str | None, topic: str, views: dict[str, list[dict]]) -> list[dict] | None:
+        return self.partitions(topic)
+
     def describe_controller_via_admin(self, timeout: float = 10) -> str | None:
         """The controller as clients see it (in KRaft mode a random broker: not offered there)."""
         res = self.admin().describe_cluster(request_timeout=timeout).result(timeout=timeout)
         return broker_node(res.controller.id) if res.controller else None
 
 
-__all__ = ["BROKERS", "HEALTH_TOPIC", "INTERNAL_PORT", "KafkaCluster", "KafkaConfig", "ZK_NODES",
-           "ZooKeeperCluster", "broker_id", "broker_node"]
+__all__ = ["BROKERS", "HEALTH_TOPIC", "INTERNAL_PORT", "ForeignAnswer", "KafkaCluster", "KafkaConfig", "ZK_NODES",
+           "ZooKeeperCluster", "answered_by", "broker_id", "broker_node", "partitions_of", "pinned_config"]

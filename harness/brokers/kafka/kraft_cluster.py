@@ -6,9 +6,13 @@ Where the metadata is read from, since there is no ZooKeeper:
 - the active controller (the raft leader) and its epoch: each node's own ``quorum-state``
   file (``docker exec``; ``describe_cluster().controller`` names a random broker in KRaft),
   the highest-epoch view that names a leader (``kraft.active_controller``);
-- partition leader and ISR: the AdminClient's metadata (whichever broker the client asks,
-  from its own metadata image: a broker cut from the controllers answers from a frozen one);
-  no leader epoch there (None);
+- partition leader and ISR: the metadata of the active controller's own broker, asked through
+  a client pinned to its port, the answer proven to be that broker's (``node_metadata``). In
+  combined mode that broker replays the metadata log its controller leads, so its image holds
+  every committed change first; another broker's, cut from the controllers, is frozen. The
+  active controller is the raft leader a majority of the voters' quorum-state files name at its
+  epoch (``kraft.quorum_leader``); without one the cluster's view is unknown (None, no guess).
+  Every broker's own view is read beside it (``node_views``); no leader epoch there (None);
 - registered brokers: the metadata's broker list (unfenced brokers);
 - a partition's ELR (4.1): kafka-topics, a JVM start, so read rarely and in the background
   (``ElrReader``).
@@ -20,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harness.brokers.base import Role
+from harness.brokers.base import ClusterError, Role
 from harness.brokers.kafka.cluster import BROKERS, INTERNAL_PORT, ZK_NODES, KafkaCluster
 from harness.brokers.kafka.generations import ELR, has
 from harness.brokers.kafka.kraft import (CONTROLLER_PORT, QUORUM_STATE, active_controller, parse_elr, quorum_leader,
@@ -80,13 +84,27 @@ class KRaftCluster(KafkaCluster):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "quorum_views": self.quorum_views()}
 
+    def view_source(self) -> tuple[str | None, str | None, int | None]:
+        """The node whose broker's view is the cluster's: the raft leader a majority of the
+        voters' own views name at its epoch (None when none does: mid-election, or most nodes
+        unreadable); and the active controller with its epoch, from the same reading."""
+        views = self.quorum_views()
+        return (quorum_leader(views, self.voters()), *active_controller(views))
+
     # ---- the brokers' metadata ---------------------------------------------------------
     def registered_brokers(self) -> list[str]:
         """Brokers with an unfenced registration, as the metadata lists them."""
         return self.metadata_brokers()
 
     def partitions(self, topic: str) -> list[dict[str, Any]]:
-        return [{**p, "leader_epoch": None} for p in self.metadata(topic)]  # not in the metadata
+        """The active controller's broker's view (no leader epoch in the metadata: None).
+        Raises ClusterError when no controller is known or its broker gave no proven answer:
+        callers that wait (wait_until) retry, a role resolved at fault time fails."""
+        node = self.view_source()[0]
+        if node is None:
+            raise ClusterError(f"no active controller a majority of the voters agree on: {topic}'s "
+                               "leader and ISR are unknown")
+        return [{**p, "leader_epoch": None} for p in self.node_metadata(node, topic)]
 
     def registered_since_start(self, node: str) -> bool:
         """Unfenced, and by its current run: the metadata may still list a killed broker's

@@ -5,8 +5,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.brokers.base import closest, config_keys
-from harness.brokers.kafka.cluster import KafkaConfig
+from harness.brokers.base import closest, config_keys, raw_text
+from harness.brokers.kafka import values
+from harness.brokers.kafka.cluster import BROKERS, KafkaConfig
 from harness.brokers.kafka.generations import ZOOKEEPER, has
 from harness.probes import spread_names
 from harness.spec import BaseScenario, BaseWorkload, Strict
@@ -22,10 +23,25 @@ MEASUREMENTS = {"isr_min", "isr_below_2_s", "isr_shrink_s", "leaders_seen", "lea
                 "ack_latency_after_isr_shrink_max_s"}
 
 
+def metadata_reason(mode: str, why: str | None) -> str:
+    """The not-applicable reason of a claim about one metadata mode on a version of the other:
+    the scenario's own (``metadata_why``) where it gives one, else the mode's general one."""
+    return f"{why.strip()} (metadata: {mode})" if why and why.strip() else METADATA_MODES[mode]
+
+
+def _int_or_none(value: Any) -> int | None:
+    """A config's integer value (text as YAML or --set gives it); None when it is not one
+    (the value check names that)."""
+    try:
+        return None if isinstance(value, bool) else int(str(value))
+    except ValueError:
+        return None
+
+
 class TopicSpec(Strict):
     name: str = "mqchaos"
     partitions: int = Field(1, ge=1)
-    replication_factor: int = Field(3, ge=1, le=3)
+    replication_factor: int = Field(3, ge=1)  # at most the brokers: KafkaScenario.version_problems
     config: dict[str, Any] = Field(default_factory=dict)  # topic configs, by Kafka's own names
     # Where the partitions' leader starts, relative to the controller found at creation
     # (the preferred replica is placed there); a scenario that depends on it says so in
@@ -91,17 +107,73 @@ class KafkaScenario(BaseScenario):
     # -kraft files about the KRaft quorum): on a version of the other mode the run is not
     # applicable. None: either.
     metadata: Literal["zookeeper", "kraft"] | None = None
+    # Why the claim needs that mode, where METADATA_MODES's general reason is not it (K5a, K8:
+    # in KRaft's combined mode a leader cut from both followers is cut from the controller
+    # majority too, so the claim's premise cannot happen): the not-applicable reason shown.
+    metadata_why: str | None = None
 
     def subject(self) -> str:
         return f"{self.topic.name}/0"
 
+    @model_validator(mode="after")
+    def _metadata_why_needs_a_mode(self):
+        if self.metadata_why is not None and self.metadata is None:
+            raise ValueError("metadata_why: says why the claim needs a metadata mode; name it in metadata:")
+        return self
+
     def not_applicable(self) -> str | None:
         mode = "zookeeper" if has(self.version, ZOOKEEPER) else "kraft"
         if self.metadata and self.metadata != mode:
-            return METADATA_MODES[self.metadata]
+            return metadata_reason(self.metadata, self.metadata_why)
         return None
 
     def version_problems(self) -> list[str]:
+        """What this version refuses or the set-up makes meaningless: values outside Kafka's
+        ConfigDefs, replication settings no write could meet, ZooKeeper's settings on KRaft."""
+        return self._value_problems() + self._combination_problems() + self._zookeeper_problems()
+
+    def _value_problems(self) -> list[str]:
+        """Each config as ConfigDef would parse and validate it: the broker refuses to start
+        with a bad server.properties value; a bad topic config fails the topic's creation."""
+        # the committed file has 3.9's ConfigDefs (4.1's: regenerate from its image); a version
+        # without its own entry is judged by the default's, as its names are (config-keys.json)
+        broker = values.configs(str(self.version), "broker") or values.configs("3.9", "broker") or {}
+        topic = values.configs(str(self.version), "topic") or values.configs("3.9", "topic") or {}
+        out = [f"topic.config.{k}: {why}" for k, v in self.topic.config.items()
+               if k in topic and (why := values.value_problem(topic[k], raw_text(v)))]
+        fields = {name: raw_text(getattr(self.cluster, field)) for name, field in KafkaConfig.aliases.items()}
+        for k, v in {**fields, **self.cluster.extra}.items():
+            if k in broker and (why := values.value_problem(broker[k], v)):
+                out.append(f"cluster.{k}: {why}")
+        return out
+
+    def _combination_problems(self) -> list[str]:
+        """Settings each valid alone that together leave nothing to test."""
+        t, c, w, out = self.topic, self.cluster, self.workload, []
+        brokers = len(BROKERS)
+        if t.replication_factor > brokers:
+            out.append(f"topic.replication_factor: {t.replication_factor} is above the {brokers} brokers "
+                       "(Kafka refuses to create the topic: INVALID_REPLICATION_FACTOR)")
+        if c.default_replication_factor > brokers:
+            out.append(f"cluster.default.replication.factor: {c.default_replication_factor} is above the "
+                       f"{brokers} brokers (no automatically created topic could be made)")
+        if c.min_insync_replicas > brokers:
+            out.append(f"cluster.min.insync.replicas: {c.min_insync_replicas} is above the {brokers} brokers: "
+                       "no acks=all write to any topic could ever succeed")
+        where = "topic.config.min.insync.replicas" if "min.insync.replicas" in t.config else "cluster.min.insync.replicas"
+        min_isr = _int_or_none(t.config.get("min.insync.replicas", c.min_insync_replicas))
+        if min_isr is not None and min_isr > t.replication_factor and not (where.startswith("cluster") and
+                                                                          min_isr > brokers):
+            out.append(f"{where}: {min_isr} is above the topic's replication factor {t.replication_factor}: "
+                       "every acks=all write would fail (NOT_ENOUGH_REPLICAS), testing another set-up")
+        if w.idempotence and w.acks not in ("all", "-1"):
+            out.append(f"workload.idempotence: needs acks all, not {w.acks} (the producer refuses to start)")
+        if w.idempotence and w.max_in_flight > 5:
+            out.append(f"workload.max_in_flight: {w.max_in_flight} with idempotence; at most 5 "
+                       "(the producer refuses to start)")
+        return out
+
+    def _zookeeper_problems(self) -> list[str]:
         """ZooKeeper's settings on a KRaft version (4.x has no such names; 3.9 would ignore
         them, and a claim resting on them would not be tested)."""
         if has(self.version, ZOOKEEPER):

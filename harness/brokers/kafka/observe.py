@@ -1,10 +1,11 @@
 """Kafka observation: each second, the partition's leader and ISR and the controller with its
-epoch (ZooKeeper's record, or in KRaft mode the brokers' metadata and the nodes' quorum
-state: kraft_cluster.py), the ELR where the version has one; afterwards, the leader changes,
-ISR shrinks and log truncations."""
+epoch (ZooKeeper's record, or in KRaft mode the active controller's broker's metadata and the
+nodes' quorum state: kraft_cluster.py), every broker's own view beside them, the ELR where
+the version has one; afterwards, the leader changes, ISR shrinks and log truncations."""
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 from harness.measures import ack_latency_max, changes, duration, timeline
 
@@ -13,13 +14,33 @@ def min_isr(sc) -> int:
     return int(sc.topic.config.get("min.insync.replicas", sc.cluster.min_insync_replicas))
 
 
+# a broker that does not answer its own metadata request (paused, or gone) costs this once a
+# sample: the brokers are asked at once, and a healthy one answers in milliseconds
+VIEW_TIMEOUT = 2.0
+
+
 def sample(cluster, sc) -> dict:
-    p = cluster.partitions(sc.topic.name)[0]
-    controller, epoch = cluster.controller_and_epoch()
-    s = {"leader": p["leader"], "isr": p["isr"], "epoch": p["leader_epoch"], "controller": controller,
-         "controller_epoch": epoch}
+    """The partition's leader and ISR as the cluster sees them (``view_from``: ZooKeeper, or
+    in KRaft mode the active controller's broker; no leader and no ISR when that view is
+    unknown), every broker's own view beside it (``views``; ``view_errors``: why a broker gave
+    none, an answer from another broker included), the controller and its epoch."""
+    topic = sc.topic.name
+    with ThreadPoolExecutor(1) as pool:  # the quorum's reading alongside the brokers' answers
+        source = pool.submit(cluster.view_source)
+        views, errors = cluster.node_views(topic, VIEW_TIMEOUT)
+        view_from, controller, epoch = source.result()
+    s = {"view_from": view_from, "views": {n: {"leader": ps[0]["leader"], "isr": ps[0]["isr"]}
+                                           for n, ps in views.items() if ps},
+         "controller": controller, "controller_epoch": epoch}
+    if errors:
+        s["view_errors"] = errors
+    parts = cluster.view_partitions(view_from, topic, views)
+    if not parts:  # whose view is unknown: no "isr" key, so the ISR measures pass it over
+        return {"leader": None, "epoch": None, **s}
+    p = parts[0]
+    s = {"leader": p["leader"], "isr": p["isr"], "epoch": p.get("leader_epoch"), **s}
     # KIP-966: the ELR can be non-empty only while the ISR is below min.insync.replicas
-    elr, age = cluster.elr(sc.topic.name, p["partition"], len(p["isr"]) < min_isr(sc))
+    elr, age = cluster.elr(topic, p["partition"], len(p["isr"]) < min_isr(sc))
     if age is not None:  # read at least once (a version with ELR): the last read, its age in s
         s["elr"], s["elr_age_s"] = elr, age
     return s

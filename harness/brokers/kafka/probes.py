@@ -22,8 +22,9 @@ class KafkaProbes(Probes):
         if p.settle:
             self.run.stop_all.wait(p.settle)  # the controller's own rebalance has this long
         self.measurements.update(spread_measures("leaders", "after", self._leaders()))
-        if p.elect_preferred:
-            self._elect_preferred()
+        if p.elect_preferred:  # the harness's hand, not the broker's: an operator event
+            self.run.operator("preferred_election", self.cluster.brokers(), {"topic": self.sc.topic.name},
+                              self._elect_preferred)
             self.measurements.update(spread_measures("leaders", "after_election", self._leaders()))
 
     def _leaders(self) -> dict[str, int]:

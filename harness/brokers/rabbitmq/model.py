@@ -5,7 +5,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.brokers.rabbitmq.cluster import RabbitConfig
+from harness.brokers.rabbitmq import values
+from harness.brokers.rabbitmq.cluster import NODES, RabbitConfig
 from harness.brokers.rabbitmq.generations import (DELIVERY_LIMIT_DEFAULT, MIRRORED_QUEUES, MIRRORING_REMOVED,
                                                   PARTITION_HANDLING, PARTITION_HANDLING_GONE, REFUSED_KEYS,
                                                   NACK_COUNTS, NACKS_FREE, has)
@@ -34,6 +35,12 @@ VERSION_FACTS = ("delivery_limit", "reject_limit")
 STREAM_ARGUMENTS = ("x-initial-cluster-size", "x-queue-leader-locator", "x-stream-max-segment-size-bytes")
 # Dead-lettering is `dead_letter:`: the drain must know the dead-letter queue to read it.
 DEAD_LETTER_ARGUMENTS = ("x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy")
+
+
+# The typed settings' rabbitmq.conf names (RabbitConfig.render), so their values are judged
+# by the same schema as a raw line's.
+RENDERED = {"net_ticktime": "net_ticktime", "memory_high_watermark": "vm_memory_high_watermark.absolute",
+            "disk_free_limit": "disk_free_limit.absolute"}
 
 
 class DeadLetter(Strict):
@@ -353,15 +360,47 @@ class RabbitScenario(BaseScenario):
         return None
 
     def version_problems(self) -> list[str]:
+        """What this version refuses or would silently replace: boot-breaking keys, values
+        outside the server's schema (values.py), policies and arguments its validators refuse."""
         refused = REFUSED_KEYS.get(str(self.version), ())
         out = [f"cluster.{k}: RabbitMQ {self.version} refuses to boot with it" for k in self.cluster.extra
                if k.startswith(refused)] if refused else []
+        out += self._conf_value_problems(refused)
+        out += self._policy_problems()
         limit, poison = self.reject_limit(), self.workload.poison
         # the (limit + 1)-th requeue drops or dead-letters it: one consumer must not give up first
         if poison and limit is not None and limit >= 0 and poison.give_up_after < limit + 2:
             out.append(f"workload.poison.give_up_after: {poison.give_up_after}, but RabbitMQ {self.version} takes "
                        f"{limit + 1} requeues of a message before it drops or dead-letters it: at least "
                        f"{limit + 2}, so that the broker acts first")
+        return out
+
+    def _conf_value_problems(self, refused: tuple[str, ...]) -> list[str]:
+        """rabbitmq.conf lines judged by the version's schema: the raw keys as written, the
+        typed fields by the names they are rendered under (RENDERED)."""
+        version, out = str(self.version), []
+        lines = {k: v for k, v in self.cluster.extra.items() if not (refused and k.startswith(refused))}
+        for key, value in lines.items():
+            if values.unknown_key(version, key):
+                out.append(f"cluster.{key}: not a configuration name of RabbitMQ {version} (its schema no longer "
+                           "has it; the node would not boot)")
+            elif why := values.value_problem(version, key, value):
+                out.append(f"cluster.{key}: {why}")
+        for field, key in RENDERED.items():
+            if why := values.value_problem(version, key, str(getattr(self.cluster, field))):
+                out.append(f"cluster.{field} ({key}): {why}")
+        return out
+
+    def _policy_problems(self) -> list[str]:
+        """Policies as rabbitmqctl set_policy's validators judge them, queue arguments as
+        queue.declare does: refused at load, not half-way through a run."""
+        nodes = [n for site in (self.cluster.sites or [NODES]) for n in site]
+        out = [f"queue.policy.{p}" for p in values.policy_problems(self.queue.policy, nodes)] if self.queue.policy else []
+        out += [f"queue.arguments.{p}" for p in values.argument_problems(self.queue.arguments, self.queue.type)]
+        if self.probes.masters is not None:
+            out += [f"probes.masters.policy.{p}" for p in values.policy_problems(self.probes.masters.policy, nodes)]
+        for name, policy in (self.probes.throughput.policies.items() if self.probes.throughput else ()):
+            out += [f"probes.throughput.policies.{name}.{p}" for p in values.policy_problems(policy, nodes)]
         return out
 
     def delivery_limit(self) -> int | None:

@@ -18,21 +18,41 @@ def _view(cluster, node: str, queue: str) -> dict | None:
         return None
 
 
+def majority_view(views: dict[str, object], cluster_size: int) -> tuple[str | None, list[str]]:
+    """The cluster's view of what the nodes name (a queue's master / leader): the one that more
+    than half of the cluster's nodes hold, or, where fewer answer, the one every answering node
+    holds (the others are down, not on another side). Nodes that disagree are stale or on the
+    other side of a cut (R7q on 4.0: the isolated node kept naming itself): their views stay
+    in ``views`` and never become the cluster's. Returns (the view's node, the nodes holding it);
+    (None, []) when no view wins."""
+    held: dict[str, list[str]] = {}
+    for node, v in views.items():
+        held.setdefault(v, []).append(node)  # type: ignore[arg-type]
+    for v, nodes in held.items():
+        if len(nodes) > cluster_size // 2 or len(held) == 1:
+            return v, sorted(nodes)  # type: ignore[return-value]
+    return None, []
+
+
 def sample(cluster, sc) -> dict:
-    """The queue as the first node that answers sees it, plus every node's own idea of its
-    master (``views``): during a partition under ``ignore`` each side has its own (R7)."""
+    """The queue as the majority of the nodes sees it (``view_from``: the nodes whose view it
+    is), plus every node's own idea of its master (``views``): during a partition under
+    ``ignore`` each side has its own (R7), and a cut node's is stale."""
     nodes = cluster.nodes()
     with ThreadPoolExecutor(len(nodes)) as pool:  # a paused node costs its timeout once, not per node
-        views = dict(zip(nodes, pool.map(lambda n: _view(cluster, n, sc.queue.name), nodes)))
-    q = next((v for v in views.values() if v), None)
-    if not q:
-        return {"master": None}
-    out = {"views": {n: master_of(v) for n, v in views.items() if v}}
+        answers = dict(zip(nodes, pool.map(lambda n: _view(cluster, n, sc.queue.name), nodes)))
+    answers = {n: q for n, q in answers.items() if q}
+    if not answers:
+        return {"master": None, "view_from": []}
+    views = {n: master_of(q) for n, q in answers.items()}
+    master, holders = majority_view(views, len(nodes))
+    q = answers[holders[0]] if holders else next(iter(answers.values()))
+    out = {"views": {n: v for n, v in views.items() if v}, "view_from": holders}
     if q.get("type") in REPLICATED:
-        return {"master": master_of(q), **out,
+        return {"master": master, **out,
                 "members": sorted(short_node(n) for n in q.get("members") or []),
                 "online": sorted(short_node(n) for n in q.get("online") or [])}
-    return {"master": master_of(q), **out,
+    return {"master": master, **out,
             "mirrors": sorted(short_node(n) for n in q.get("slave_nodes") or []),
             "synchronised": sorted(short_node(n) for n in q.get("synchronised_slave_nodes") or [])}
 
