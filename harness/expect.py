@@ -35,6 +35,9 @@ DERIVED_KEYS = {"lost_share", "lost_on_one_side"}
 # What the run loop measures for every broker (run.json measurements).
 RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s", "redelivered_deliveries", "consumer_crashes",
             "consumers_silent", "at_risk", "unsynced_bytes_dropped"}
+# The checker's figures taken again over the effect window (the bare name) when the run has
+# one; ``whole_run.NAME`` keeps the checker's whole-run figure.
+WINDOWED_CHECKER_KEYS = ("unavailable_s", "unavailable_intervals", "unavailable_window")
 # Decided by the run itself whatever its history says: a node that never came back is
 # evidence enough, even when the drain (and so every count) is undecided.
 OWN_EVIDENCE = {"self_healed"}
@@ -52,7 +55,7 @@ def decidable(sc) -> set[str]:
     ``whole_run.NAME`` name the same figure over another window."""
     own = sc.measurement_names()
     return (CHECKER_KEYS | DERIVED_KEYS | RUN_KEYS | own | sc.prefill_names()
-            | {f"{w}.{k}" for w in NAMED for k in own})
+            | {f"{w}.{k}" for w in NAMED for k in own} | {f"whole_run.{k}" for k in WINDOWED_CHECKER_KEYS})
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -96,13 +99,16 @@ def measured(result: dict, info: dict) -> dict:
     """Every quantity an ``expect:`` entry may name, from check.json and run.json."""
     m = {k: v for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     m["valid"] = result.get("valid")
-    m["unavailable_intervals"] = len(result.get("unavailable") or [])
     if isinstance(result.get("ok"), int) and isinstance(result.get("lost"), int) and result["ok"]:
         m["lost_share"] = round(result["lost"] / result["ok"], 4)
     m["drain_complete"] = (info.get("drain") or {}).get("complete")
     m["lost_window"] = result.get("lost_window")
     unav = result.get("unavailable") or []
-    m["unavailable_window"] = [min(a for a, _ in unav), max(z for _, z in unav)] if unav else None
+    effect = ((info.get("measurements") or {}).get("windows") or {}).get("effect")
+    for prefix, intervals in (("whole_run.", unav), ("", clip(unav, effect) if effect else unav)):
+        m[f"{prefix}unavailable_s"] = round(sum(z - a for a, z in intervals), 3)
+        m[f"{prefix}unavailable_intervals"] = len(intervals)
+        m[f"{prefix}unavailable_window"] = [intervals[0][0], intervals[-1][1]] if intervals else None
     for key in ("lost_by_node", "lost_by_producer"):
         if isinstance(result.get(key), dict):
             m.update(flatten({key: result[key]}))
@@ -115,6 +121,13 @@ def measured(result: dict, info: dict) -> dict:
     if info.get("prefill"):
         m.update(flatten({"prefill": info["prefill"]}))
     return m
+
+
+def clip(intervals: list, span: list) -> list[list[float]]:
+    """The client-side unavailable intervals inside the effect window (harness.windows): the
+    clients' unavailability during the harness's own restart is not the fault's."""
+    a, b = span
+    return [[max(x, a), min(y, b)] for x, y in sorted(intervals) if y > a and x < b]
 
 
 def judge(expected: Any, actual: Any) -> bool | None:

@@ -9,6 +9,7 @@ artefacts of the run; ``measure`` is a pure function of them (with the plug-in's
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,10 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
         if span is not None and w.effect is not None:
             m[name] = _plain(plugin(span, span[0]))
     m["windows"] = w.to_json()
+    # whose view the recorded state is (the plug-in's ``view_from``), seconds per view
+    m["view_from"] = dict(Counter(",".join(v) if isinstance(v, list) else str(v)
+                                  for s in windows.samples_in(samples, w.effect) if "view_from" in s
+                                  for v in [s["view_from"]]))
     if w.effect is not None:
         m["blocked_s"] = blocked_s(produce, consume, *w.effect)
     m["nodes_down_s"] = nodes_down_s(windows.samples_in(samples, w.effect))

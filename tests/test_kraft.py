@@ -375,7 +375,7 @@ def test_the_zookeeper_rows_are_not_applicable_on_kraft_and_their_counterparts_r
     # the rows whose premise KRaft's combined mode cannot meet (a leader cut from both
     # followers is cut from the controller majority too) say so; every other loads as it is
     combined = {p.name.split("-")[0] for p in files if load(p).metadata_why}
-    assert combined == {"K5a", "K8a", "K8b", "K8c"}
+    assert combined == {"K5a", "K5b", "K5i", "K8a", "K8b", "K8c"}
     for p in files:
         if p not in zk_rows + kraft_rows:
             why = load(p, "4.1").not_applicable()

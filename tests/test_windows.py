@@ -210,3 +210,35 @@ def test_an_operator_action_that_fails_is_recorded_and_raised(tmp_path):
         nem.operator("restart", ["rabbit1"], {}, fail)
     nem.close()
     assert store.read_jsonl(tmp_path / store.NEMESIS_LOG)[0]["details"]["error"] == "TimeoutError: still not whole"
+
+
+def test_unavailability_is_the_effect_windows_and_the_whole_runs_kept():
+    class Sc(_Sc):
+        expect = {"unavailable_s": "<=20", "whole_run": {"unavailable_s": ">20"}}
+    # unavailable 12-30 s (the fault) and 100-125 s (the harness's restart of a hung node)
+    result = _result(unavailable=[[12.0, 30.0], [100.0, 125.0]], unavailable_s=43.0)
+    info = {"drain": {"complete": True},
+            "measurements": {"at_risk": 5, "paused_count": 1, "windows": {"effect": [10.0, 100.0]}}}
+    m = expect.measured(result, info)
+    assert (m["unavailable_s"], m["unavailable_intervals"], m["unavailable_window"]) == (18.0, 1, [12.0, 30.0])
+    assert (m["whole_run.unavailable_s"], m["whole_run.unavailable_intervals"]) == (43.0, 2)
+    assert expect.clip([[5.0, 15.0], [90.0, 120.0]], [10.0, 100.0]) == [[10.0, 15.0], [90.0, 100.0]]
+    assert expect.verdict(Sc(), result, info)["held"] is True
+    # a run without windows (before issue 34): the checker's figure as it was
+    del info["measurements"]["windows"]
+    assert expect.measured(result, info)["unavailable_s"] == 43.0
+
+
+def test_isr_shrink_lag_from_the_leaders_own_record():
+    from harness.brokers.kafka.observe import shrink_lag
+    # a real 3.9 line (K7, 2026-11-25): shrink at 17:43:32.132, both replicas last caught up at
+    # 1795628597806 ms = 17:43:17.806, 14.326 s before
+    line = ("2026-11-25T17:43:32.145557394Z [2026-11-25 17:43:32,132] INFO [Partition mqchaos-0 broker=1] "
+            "Shrinking ISR from 1,3,2 to 1. Leader: (highWatermark: 5551, endOffset: 11277). Out of sync "
+            "replicas: (brokerId: 3, endOffset: 5551, lastCaughtUpTimeMs: 1795628597806) (brokerId: 2, "
+            "endOffset: 5551, lastCaughtUpTimeMs: 1795628599806). (kafka.cluster.Partition)\n")
+    other = line.replace("mqchaos-0", "other-0").replace("1795628599806", "1795628611000")
+    assert datetime(2026, 11, 25, 17, 43, 17, 806000, tzinfo=timezone.utc).timestamp() * 1000 == 1795628597806
+    # the least lag over the removed replicas: broker 2's, 12.326 s; another topic's shrink left out
+    assert shrink_lag({"kafka1": line + other, "kafka2": ""}, "mqchaos") == {"isr_shrink_lag_s": 12.326}
+    assert shrink_lag({"kafka1": other}, "mqchaos") == {}

@@ -5,6 +5,7 @@ the version has one; afterwards, the leader changes, ISR shrinks and log truncat
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from concurrent.futures import ThreadPoolExecutor
 
 from harness.measures import ack_latency_max, changes, duration, timeline
@@ -77,7 +78,30 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
 def log_measures(logs: dict[str, str], topic: str) -> dict:
     pat = re.compile(rf"Truncating partition {re.escape(topic)}-\d+|"
                      rf"\[Log partition={re.escape(topic)}-\d+[^\]]*\] Truncating to")
-    return {"log_truncations": sum(len(pat.findall(t)) for n, t in logs.items() if n.startswith("kafka"))}
+    return {"log_truncations": sum(len(pat.findall(t)) for n, t in logs.items() if n.startswith("kafka")),
+            **shrink_lag(logs, topic)}
+
+
+# The leader's own record of an ISR shrink: its log time and each removed replica's last
+# caught-up time, both on the leader's clock (kafka.cluster.Partition, 2.x-4.x).
+_SHRINK = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] INFO \[Partition (\S+)-\d+ broker=\d+\] "
+                     r"Shrinking ISR from .*?Out of sync replicas: (.*)$", re.M)
+_CAUGHT_UP = re.compile(r"lastCaughtUpTimeMs: (\d+)")
+
+
+def shrink_lag(logs: dict[str, str], topic: str) -> dict:
+    """``isr_shrink_lag_s``: over the ISR shrinks the logs hold, the least time between a shrink
+    and the last caught-up fetch of a replica it removed, from the leader's own record (seed
+    002: a follower leaves the ISR once it has not caught up for replica.lag.time.max.ms).
+    Nothing when no shrink was logged."""
+    lags = []
+    for text in logs.values():
+        for day, ms, part, removed in _SHRINK.findall(text):
+            if part != topic:
+                continue
+            at = datetime.fromisoformat(day + "+00:00").timestamp() * 1000 + int(ms)
+            lags += [(at - int(c)) / 1000 for c in _CAUGHT_UP.findall(removed)]
+    return {"isr_shrink_lag_s": round(min(lags), 3)} if lags else {}
 
 
 def latency_measures(samples: list[dict], produce: list[dict], fault_start: float | None,
