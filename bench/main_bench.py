@@ -159,9 +159,7 @@ def check_100k(messages: int = 100_000) -> dict:
     each run's pictures and copy follow its verdict, as in a batch."""
     import tempfile
 
-    sys.path.insert(0, str(REPO / "tests"))
-    import synth
-
+    from checkers import synth
     from harness.checking import Checker
     from harness.runner import Run
     from harness.scenario import load

@@ -1,63 +1,23 @@
-"""Check runs again and compare the figures with their stored check.json: a change to the
-checker must give the same figures on real histories as the checker that wrote them.
+"""Check runs again and compare the figures with their stored check.json (checkers/recheck.py,
+also `mqchaos recheck`): a change to the checker must give the same figures on real histories
+as the checker that wrote them.
 
     python -m bench.recheck [results/ ...]     (default results/)
 
-Every run with a check.json and a produce history is checked again from its JSONL, ten runs
-per job; the figures both results have are compared. Exit 0: all identical; 1: some differ
-(each difference printed); 2: nothing to compare."""
+Exit 0: all identical; 1: some differ (each difference printed); 2: nothing to compare."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 
-from checkers import analysis as A
-from checkers.check import check_runs
-from checkers.history import open_runs
-from checkers.spark import session
-from harness import store
-
-FIGURES = (*A.COUNT_FIELDS, "samples", "lost_window", "ordering", "ordering_violations", "unavailable",
-           "unavailable_s", "unavailable_by_producer", "unavailable_s_producer_max", "read_gaps",
-           "read_gap_max_s", "lost_by_node", "lost_by_producer", "kept_before_lost_last", "valid", "reason")
-
-
-def differences(old: dict, new: dict) -> list[str]:
-    """The figures both results have and disagree on (compared as JSON)."""
-    same = (lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True))
-    return [k for k in FIGURES if k in old and k in new and not same(old[k], new[k])]
+from checkers.recheck import recheck
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="*", default=["results"])
     args = ap.parse_args(argv)
-    dirs, _ = store.find_runs(args.paths)
-    stored = {}
-    for d in dirs:
-        check, err = store.read_json(d / store.CHECK_JSON)
-        if check and not err:
-            stored[str(d)] = check
-    runs, _ = open_runs(sorted(stored), prefer_parquet=False)  # runs with no produce history drop out
-    spark = session(app="mqchaos-recheck")
-    t0 = time.monotonic()
-    identical, differing, compared = 0, 0, 0
-    for i in range(0, len(runs), 10):
-        for run_dir, new in check_runs(spark, runs[i:i + 10]).items():
-            old = stored[run_dir]
-            compared += sum(1 for k in FIGURES if k in old and k in new)
-            bad = differences(old, new)
-            if bad:
-                differing += 1
-                print(f"DIFFERS {run_dir}: " + "; ".join(f"{k}: {old[k]!r} -> {new[k]!r}" for k in bad))
-            else:
-                identical += 1
-    print(f"{len(runs)} runs checked again in {time.monotonic() - t0:.0f} s ({len(stored) - len(runs)} with "
-          f"a check.json but no produce history skipped): {identical} identical, {differing} differing; "
-          f"{compared} figures compared")
-    return 2 if not runs else 1 if differing else 0
+    return recheck(args.paths)
 
 
 if __name__ == "__main__":

@@ -51,10 +51,10 @@ from typing import Callable
 from pyspark.sql import DataFrame, Window, functions as F
 
 from checkers import schema as S
+from harness.results import COUNT_FIELDS, ORDERINGS  # noqa: F401 - kept as A.*: bench and tests read them here
 
 SAMPLES = 20
 RANK = {"fail": 1, "info": 2, "ok": 3}
-ORDERINGS = ("none", "fifo", "monotonic", "strict")
 BUCKET_S = 10.0  # time buckets of the exact (small-threshold) unavailability query
 # Below this threshold (seconds) the bucketed unavailability query would need
 # too many buckets: the exact sort-based one is used instead.
@@ -66,10 +66,6 @@ BROADCAST_IDS = 2_000_000
 # bucketed Parquet copy, the hashed ordering window).
 LARGE_INPUT = 2_000_000
 
-COUNT_FIELDS = ("attempted", "ok", "fail", "info", "produce_records", "delivered",
-                "deliveries", "lost", "duplicated", "duplicate_deliveries", "unexpected",
-                "recovered", "recovered_fail", "id_conflicts", "malformed_lines",
-                "poison", "lost_poison", "lost_other", "dead_lettered", "gave_up", "rejections")
 # A message's flags (bits, or-ed over its records): marked poison by its producer; read
 # from a dead-letter queue; taken by a consumer that gave up rejecting it.
 POISON, DEAD_LETTERED, GAVE_UP = 1, 2, 4

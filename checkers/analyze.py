@@ -43,9 +43,10 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from harness import store
+from harness.results import ORDERINGS, CheckResult, value_type
+from harness.verdicts import INCOMPLETE, RunStatus
 
-HARNESS_ERROR = "harness-error"
-INCOMPLETE = ("interrupted", "running")
+HARNESS_ERROR = RunStatus.HARNESS_ERROR
 _STAMP = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2})-(\d{2})-(\d{2})")
 
 
@@ -113,21 +114,26 @@ def _prediction(check: dict | None) -> tuple[str, str | None]:
 
 # -- the per-run table ----------------------------------------------------------------------
 
-RUN_FIELDS = [  # (name, Spark type)
+# The Spark type of a check result's figure, by its type in harness.results.CheckResult.
+SPARK_TYPE = {int: "bigint", float: "double", bool: "boolean", str: "string"}
+# The check result's figures the per-run table keeps, by their CheckResult names.
+FIGURES = ("source", "ordering", "attempted", "ok", "fail", "info", "delivered", "lost", "duplicated",
+           "unexpected", "recovered", "ordering_violations", "malformed_lines", "unavailable_s", "valid")
+
+
+def _figures(*names: str) -> list[tuple[str, str]]:
+    return [(n, SPARK_TYPE[value_type(CheckResult, n)]) for n in names]
+
+
+RUN_FIELDS = [  # (name, Spark type); the columns' order is the table's
     ("run_dir", "string"), ("scenario", "string"), ("scenario_id", "string"), ("broker", "string"),
     ("broker_version", "string"), ("brokers", "string"), ("started_at", "timestamp"),
     ("run_date", "date"), ("status", "string"), ("category", "string"), ("error", "string"),
-    ("source", "string"), ("ordering", "string"),
-    ("attempted", "bigint"), ("ok", "bigint"), ("fail", "bigint"), ("info", "bigint"),
-    ("delivered", "bigint"), ("lost", "bigint"), ("duplicated", "bigint"), ("unexpected", "bigint"),
-    ("recovered", "bigint"), ("ordering_violations", "bigint"), ("malformed_lines", "bigint"),
-    ("unavailable_s", "double"), ("unavailable_intervals", "int"), ("longest_unavailable_s", "double"),
-    ("valid", "boolean"), ("prediction", "string"), ("prediction_reason", "string"),
+    *_figures(*FIGURES[:-1]),
+    ("unavailable_intervals", "int"), ("longest_unavailable_s", "double"),
+    *_figures(FIGURES[-1]), ("prediction", "string"), ("prediction_reason", "string"),
 ]
 RUN_SCHEMA = ", ".join(f"{n} {t}" for n, t in RUN_FIELDS)
-FIGURES = ("attempted", "ok", "fail", "info", "delivered", "lost", "duplicated", "unexpected",
-           "recovered", "ordering_violations", "malformed_lines", "unavailable_s", "valid", "source",
-           "ordering")
 # category: checked | harness_error | incomplete | unreadable
 
 
@@ -517,7 +523,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("results", nargs="+")
     p.add_argument("--master")
     p.add_argument("--out")
-    p.add_argument("--ordering", choices=["none", "fifo", "monotonic", "strict"])
+    p.add_argument("--ordering", choices=ORDERINGS)
     p.add_argument("--unavailable-threshold", type=float, default=1.0)
     p.add_argument("--json-only", action="store_true")
     return p.parse_args(argv)

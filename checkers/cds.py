@@ -7,7 +7,6 @@ Parquet) on a JVM that writes the classes it loaded when it exits.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from checkers import analysis as A
 from checkers.check import check_runs
 from checkers.history import convert, open_runs
 from checkers.spark import cds_archive, session
+from checkers.synth import write_run
 
 def build_cds(archive: Path | None = None, timeout: float = 900) -> Path:
     """Build the archive: a child process checks a small synthetic history (JSONL
@@ -46,8 +46,6 @@ def warm_up(spark, copy: bool = True) -> None:
     """What a check does, on a tiny history (2,000 messages; JSONL, then, with ``copy``, its
     Parquet copy): the classes the archive should hold, the code a warm session compiled."""
     with tempfile.TemporaryDirectory() as d:
-        hist = Path(d, "run", "history")
-        hist.mkdir(parents=True)
         produce, consume = [], []
         for i in range(2000):
             p = f"p{i % 4}"
@@ -60,9 +58,9 @@ def warm_up(spark, copy: bool = True) -> None:
                 consume.append({"msg_id": f"{p}-{i}", "consumer": f"c{i % 2}", "t": i * 0.01 + 0.02,
                                 "redelivered": i % 97 == 0, "source": "q", "offset": None, "node": "n",
                                 "producer": p if i % 13 else None, "seq": i if i % 13 else None})
-        (hist / "produce-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in produce) + "{bad\n")
-        (hist / "consume-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in consume))
-        Path(d, "run", "run.json").write_text(json.dumps({"ordering": "monotonic"}))
+        # written as the tests' and the benchmarks' synthetic runs are (one bad line: the
+        # malformed-line path's classes too)
+        write_run(Path(d, "run"), produce, consume, malformed_produce=["{bad"], meta={"ordering": "monotonic"})
         runs, _ = open_runs([str(Path(d, "run"))], prefer_parquet=False)
         check_runs(spark, runs)
         if not copy:

@@ -10,18 +10,19 @@ from checkers import analysis as A
 from checkers.history import HistoryError, Run, bucketed, convert, load, open_runs, records_estimate, run_ids
 from checkers.spark import fit_partitions, session
 from harness import store
+from harness.results import COUNT_FIELDS, ORDERINGS, CheckResult
 from harness.verdicts import EXIT_UNKNOWN, exit_code, merge, undecided
 
 
 def _rule(run: Run, override: str | None) -> str:
     rule = override or run.meta.get("ordering") or "none"
-    if rule not in A.ORDERINGS:
-        raise HistoryError(f"run.json: ordering must be one of {', '.join(A.ORDERINGS)}, not {rule!r}")
+    if rule not in ORDERINGS:
+        raise HistoryError(f"run.json: ordering must be one of {', '.join(ORDERINGS)}, not {rule!r}")
     return rule
 
 
 def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
-               threshold: float = 1.0) -> dict[str, dict]:
+               threshold: float = 1.0) -> dict[str, CheckResult]:
     """The checker as a function: {run dir: result}. Writes nothing."""
     if not runs:
         return {}
@@ -62,7 +63,7 @@ def _queries(m, produce, consume, rules: dict, large: bool, threshold: float) ->
 
 
 def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce, consume,
-           threshold: float) -> dict[str, dict]:
+           threshold: float) -> dict[str, CheckResult]:
     with bucketed(spark, ids if large else {}) as tables:
         rest = len(tables) < len(ids)
         m = A.per_message(produce if rest else None, consume if rest else None, tables)
@@ -98,37 +99,41 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
     if unknown:
         raise HistoryError("Spark read history files it cannot attribute to a run directory "
                            f"(unusual characters in a path?): {len(unknown)} run ids")
-    results = {}
-    for rid, run in ids.items():
-        d = ident.get(rid) or {k: 0 for k in A.COUNT_FIELDS} | {"samples": {k: [] for k in A.ANOMALY_KINDS},
-                                                                "lost_window": None}
-        d["malformed_lines"] += sum((run.parquet_malformed or {}).values())
-        d.update(detail.get(rid) or {"lost_by_node": {}, "lost_by_producer": {}, "kept_before_lost_last": None})
-        o = order.get(rid, {"ordering_violations": 0, "samples": []})
-        d["ordering"] = rules[rid]
-        d["ordering_violations"] = o["ordering_violations"]
-        d["samples"]["ordering"] = o["samples"]
-        d["unavailable"] = unav.get(rid, [])
-        d["unavailable_s"] = round(sum(z - a for a, z in d["unavailable"]), 3)
-        d["unavailable_threshold_s"] = threshold
-        # each producer's own outages (the pooled intervals above hide one producer's
-        # outage behind another's successes) and each reader's longest wait
-        d["unavailable_by_producer"] = unav_p.get(rid, {})
-        d["unavailable_s_producer_max"] = round(max(
-            (sum(z - a for a, z in iv) for iv in d["unavailable_by_producer"].values()), default=0.0), 3)
-        d["read_gaps"] = reads.get(rid, {}) if computed else None
-        d["read_gap_max_s"] = (round(max((z - a for iv in d["read_gaps"].values() for a, z in iv), default=0.0), 3)
-                               if computed else None)
-        d["valid"], d["reason"] = A.verdict(d)
-        # A history cut short, or made under a fault that did not happen, decides nothing.
-        faults = store.read_jsonl(Path(run.dir) / store.NEMESIS_LOG) if "://" not in run.dir else []
-        d["undecided"] = undecided(run.meta, faults)
-        if d["undecided"]:
-            d["valid"], d["reason"] = None, "undecided: " + "; ".join(d["undecided"])
-        d["run_dir"] = run.dir
-        d["source"] = "parquet" if run.parquet_malformed is not None else "jsonl"
-        results[run.dir] = d
-    return results
+    return {run.dir: _result(ident.get(rid), run, rules[rid], order.get(rid), unav.get(rid, []), unav_p.get(rid, {}),
+                             reads.get(rid, {}) if computed else None, detail.get(rid), threshold)
+            for rid, run in ids.items()}
+
+
+def _result(ident: dict | None, run: Run, rule: str, order: dict | None, unav: list, unav_p: dict,
+            reads: dict | None, detail: dict | None, threshold: float) -> CheckResult:
+    """One run's CheckResult from the queries' parts (``reads`` None: not computed)."""
+    d = ident or {k: 0 for k in COUNT_FIELDS} | {"samples": {k: [] for k in A.ANOMALY_KINDS}, "lost_window": None}
+    d["malformed_lines"] += sum((run.parquet_malformed or {}).values())
+    d.update(detail or {"lost_by_node": {}, "lost_by_producer": {}, "kept_before_lost_last": None})
+    o = order or {"ordering_violations": 0, "samples": []}
+    d["ordering"] = rule
+    d["ordering_violations"] = o["ordering_violations"]
+    d["samples"]["ordering"] = o["samples"]
+    d["unavailable"] = unav
+    d["unavailable_s"] = round(sum(z - a for a, z in d["unavailable"]), 3)
+    d["unavailable_threshold_s"] = threshold
+    # each producer's own outages (the pooled intervals above hide one producer's
+    # outage behind another's successes) and each reader's longest wait
+    d["unavailable_by_producer"] = unav_p
+    d["unavailable_s_producer_max"] = round(max(
+        (sum(z - a for a, z in iv) for iv in d["unavailable_by_producer"].values()), default=0.0), 3)
+    d["read_gaps"] = reads
+    d["read_gap_max_s"] = (round(max((z - a for iv in reads.values() for a, z in iv), default=0.0), 3)
+                           if reads is not None else None)
+    d["valid"], d["reason"] = A.verdict(d)
+    # A history cut short, or made under a fault that did not happen, decides nothing.
+    faults = store.read_jsonl(Path(run.dir) / store.NEMESIS_LOG) if "://" not in run.dir else []
+    d["undecided"] = undecided(run.meta, faults)
+    if d["undecided"]:
+        d["valid"], d["reason"] = None, "undecided: " + "; ".join(d["undecided"])
+    d["run_dir"] = run.dir
+    d["source"] = "parquet" if run.parquet_malformed is not None else "jsonl"
+    return d
 
 
 def _table(rows: list[tuple]) -> str:

@@ -1,6 +1,8 @@
 """The history's typed schemas (explicit: Spark never infers them).
 
-docs/history.md is the human-readable contract; this is the machine one.
+docs/history.md is the human-readable contract; this is the machine one. What the checker
+makes of them (check.json) has its schema in harness.results (CheckResult), below the
+prediction language that reads it.
 """
 from pyspark.sql import types as T
 

@@ -37,10 +37,11 @@ from harness import rows as R
 from harness import store
 from harness.checking import Checker
 from harness.expect import verdict
+from harness.results import Row
 from harness.runner import Hooks, Interrupted, Run, log
 from harness.scenario import Scenario, ScenarioError, load, parse, parse_recorded, read
-from harness.verdicts import (EXIT_UNKNOWN, NOT_APPLICABLE, REFUSED, merge_codes, not_applicable_result,
-                              run_exit_code)
+from harness.verdicts import (EXIT_UNKNOWN, NOT_APPLICABLE, REFUSED, RunStatus, merge_codes,
+                              not_applicable_result, run_exit_code)
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -59,7 +60,7 @@ class Entry:
 
     @property
     def status(self) -> str:
-        return self.run.info.get("status", "not run") if self.run else "not run"
+        return self.run.info.get("status", RunStatus.NOT_RUN) if self.run else RunStatus.NOT_RUN
 
 
 class Bad(NamedTuple):
@@ -253,7 +254,7 @@ def run_one(sc: Scenario, repeat: int, results: Path | None, retries: int = 1,
             run.hooks = pipeline.hooks(e)
         run.execute()
         e.run, e.seconds = run, round(time.monotonic() - t0, 1)
-        if run.info["status"] != "harness-error":
+        if run.info["status"] != RunStatus.HARNESS_ERROR:
             break
         if pipeline:
             pipeline.abandon()  # the retry runs alone
@@ -263,48 +264,51 @@ def run_one(sc: Scenario, repeat: int, results: Path | None, retries: int = 1,
     return e
 
 
-def row(e: Entry) -> dict:
-    base = {"id": e.scenario.id, "scenario": e.scenario.name, "broker": e.scenario.broker,
-            "version": e.scenario.version, "repeat": e.repeat, "seconds": e.seconds, "status": e.status, "retried": bool(e.attempts), "earlier_attempts": e.attempts,
-            "expect": e.scenario.expect, "exit": e.code}
-    s = (e.run.info.get("summary") if e.run else None) or {}
+def row(e: Entry) -> Row:
+    base = Row(id=e.scenario.id, scenario=e.scenario.name, broker=e.scenario.broker, version=e.scenario.version,
+               repeat=e.repeat, seconds=e.seconds, status=e.status, retried=bool(e.attempts),
+               earlier_attempts=e.attempts, expect=e.scenario.expect, exit=e.code)
+    s = (e.run.info.get("summary") if e.run else None) or {}  # the run's own row (harness.rows)
     if s:
         base.update(s)
-    else:
+    else:  # never checked: its status stands where the checker's validity would
         base.update(prediction=None, valid=e.status, reason=(e.run.info.get("error") if e.run else None)
                     or e.check_error or f"run {e.status}", report=str(e.run.dir) if e.run else None)
-    base["harness_error"] = e.status not in ("completed", NOT_APPLICABLE)
+    base["harness_error"] = e.status not in (RunStatus.COMPLETED, NOT_APPLICABLE)
     return base
 
 
-def write_outputs(rows: list[dict], invalid: list[Bad] | list[tuple[str, str]], out: Path, title: str,
+def bad_row(b: Bad) -> Row:
+    """The row of a file that did not load (a harness error: no broker finding), or of a
+    matrix version that refused it at load time (undecided, not a harness error)."""
+    if b.scenario is None:
+        return Row(scenario=b.path, id=None, repeat=0, seconds=0, status=RunStatus.INVALID_FILE, retried=False,
+                   harness_error=True, reason=b.error, expect=None, exit=EXIT_UNKNOWN,
+                   valid=RunStatus.INVALID_FILE)
+    return Row(scenario=b.scenario, id=b.id, broker=b.broker, version=b.version, repeat=0, seconds=0,
+               status=REFUSED, retried=False, harness_error=False, prediction=None, valid=None, reason=b.reason,
+               decided_by=b.reason, expect=None, exit=EXIT_UNKNOWN, file=b.path)
+
+
+def write_outputs(rows: list[Row], invalid: list[Bad] | list[tuple[str, str]], out: Path, title: str,
                   matrix: dict[str, list[str]] | None = None) -> None:
     """The batch's summary files (harness.rows), with a row for each file that did not validate
     and for each version of a matrix that refused a scenario at load time (not run, undecided,
     not a harness error); a matrix (its versions by broker) adds its table (harness.matrix)."""
-    for b in (Bad(*x) for x in invalid):
-        if b.scenario is None:
-            rows.append({"scenario": b.path, "id": None, "repeat": 0, "seconds": 0, "status": "invalid scenario file",
-                         "retried": False, "harness_error": True, "reason": b.error, "expect": None,
-                         "exit": EXIT_UNKNOWN, "valid": "invalid scenario file"})
-        else:
-            rows.append({"scenario": b.scenario, "id": b.id, "broker": b.broker, "version": b.version, "repeat": 0,
-                         "seconds": 0, "status": REFUSED, "retried": False, "harness_error": False,
-                         "prediction": None, "valid": None, "reason": b.reason,
-                         "decided_by": b.reason, "expect": None, "exit": EXIT_UNKNOWN, "file": b.path})
+    rows += [bad_row(Bad(*x)) for x in invalid]
     R.write_all(rows, out, title)
     if matrix is not None:
         M.write(rows, out, title, matrix)
 
 
-def rows_from_runs(run_dirs: list[Path]) -> list[dict]:
+def rows_from_runs(run_dirs: list[Path]) -> list[Row]:
     """Summary rows rebuilt offline from run directories (run.json + check.json), e.g. when
     a catalogue was interrupted before its summary: per scenario and repeat, the last
     completed attempt, the earlier harness errors counted as retries."""
     by_key: dict[tuple, list] = {}
     for d in sorted(run_dirs, key=lambda d: Path(d).name):
         info = store.read_run(d)
-        if info is None or info.get("status") == "abandoned":  # prepared, never ran
+        if info is None or info.get("status") == RunStatus.ABANDONED:  # prepared, never ran
             continue
         rep = (info.get("catalogue") or {}).get("repeat", 0)
         version = (info.get("version") or {}).get("version") if isinstance(info.get("version"), dict) else None
@@ -314,13 +318,13 @@ def rows_from_runs(run_dirs: list[Path]) -> list[dict]:
         d, info = attempts[-1]
         sc = parse_recorded(info["params"], str(d / store.RUN_JSON))
         earlier = [{"run": str(a), "error": i.get("error")} for a, i in attempts[:-1]
-                   if i.get("status") == "harness-error"]
-        base = {"id": sc.id, "scenario": name, "broker": sc.broker, "version": sc.version, "repeat": rep,
-                "status": info.get("status"), "exit": EXIT_UNKNOWN,
-                "seconds": round(max((info.get("phases") or {"": 0}).values()), 1),
-                "retried": bool(earlier), "earlier_attempts": earlier, "expect": sc.expect}
+                   if i.get("status") == RunStatus.HARNESS_ERROR]
+        base = Row(id=sc.id, scenario=name, broker=sc.broker, version=sc.version, repeat=rep,
+                   status=info.get("status"), exit=EXIT_UNKNOWN,
+                   seconds=round(max((info.get("phases") or {"": 0}).values()), 1),
+                   retried=bool(earlier), earlier_attempts=earlier, expect=sc.expect)
         result = store.read_check(d)
-        if info.get("status") == "completed" and result is not None:
+        if info.get("status") == RunStatus.COMPLETED and result is not None:
             if "prediction" not in result:
                 result["prediction"] = verdict(sc, result, info)
             base.update(R.run_row(sc, result, info, d))
@@ -405,7 +409,7 @@ def run_batch(only: list[str] | None = None, repeat: int = 1, files: list[Path] 
             pipeline.next = jobs[k + 1][:2] if k + 1 < len(jobs) else None
             entries.append(run_one(sc, rep, results, retries, keep_cluster, pipeline))
             entries[-1].position = pos
-            if entries[-1].status == "interrupted":  # the run healed and kept its history
+            if entries[-1].status == RunStatus.INTERRUPTED:  # the run healed and kept its history
                 raise Interrupted()
     except (KeyboardInterrupt, Interrupted):
         interrupted = True

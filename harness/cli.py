@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from harness.results import ORDERINGS  # stdlib only: no cost to a command that does not check
+
 
 def _versions(ctx, param, values) -> dict[str, str]:
     """--version [BROKER=]V, repeatable: checked by the one rule (harness.scenario)."""
@@ -30,7 +32,7 @@ def main() -> None:
 
 @main.command()
 @click.argument("run_dirs", nargs=-1, required=True)
-@click.option("--ordering", type=click.Choice(["none", "fifo", "monotonic", "strict"]),
+@click.option("--ordering", type=click.Choice(ORDERINGS),
               default=None, help="Ordering rule; default: the run's own (run.json), else none.")
 @click.option("--master", default=None, help="Spark master URL (default local[*]).")
 @click.option("--unavailable-threshold", type=float, default=1.0, show_default=True,
@@ -83,7 +85,7 @@ def convert(run_dirs, master):
 @click.option("--master", default=None,
               help="Spark master URL (default local[*]; under spark-submit, its --master).")
 @click.option("--out", default=None, help="Output directory (default results/analysis/<UTC timestamp>/).")
-@click.option("--ordering", type=click.Choice(["none", "fifo", "monotonic", "strict"]),
+@click.option("--ordering", type=click.Choice(ORDERINGS),
               default=None, help="Ordering rule; default: each run's own (run.json).")
 @click.option("--unavailable-threshold", type=float, default=1.0, show_default=True,
               help="Shortest unavailable interval counted, in seconds.")
@@ -95,6 +97,17 @@ def analyze(results, master, out, ordering, unavailable_threshold, json_only):
 
     sys.exit(analyze_main(list(results), master=master, out=out, ordering=ordering,
                           threshold=unavailable_threshold, prefer_parquet=not json_only))
+
+
+@main.command()
+@click.argument("paths", nargs=-1)
+def recheck(paths):
+    """Check stored runs (default results/) again from their JSONL and compare the figures
+    with each check.json: after a change to the checker. Exit 0 all identical, 1 some
+    differ (each printed), 2 nothing to compare."""
+    from checkers.recheck import recheck as recheck_runs
+
+    sys.exit(recheck_runs(list(paths) or ["results"], echo=click.echo))
 
 
 @main.command()

@@ -18,17 +18,14 @@ import operator
 import re
 from typing import Any
 
-from harness.verdicts import merge
+from harness.results import JUDGED_KEYS
+from harness.verdicts import UNDRAINED_LOSS, merge, undecided
 from harness.windows import NAMED
 
-# What the checker measures for every run (check.json), and what the run records itself.
-CHECKER_KEYS = {"attempted", "ok", "fail", "info", "produce_records", "delivered", "deliveries", "lost",
-                "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
-                "id_conflicts", "ordering_violations", "malformed_lines", "unavailable_s", "valid",
-                "unavailable_intervals", "drain_complete", "unavailable_s_producer_max", "read_gap_max_s",
-                "lost_window", "unavailable_window", "lost_by_node", "lost_by_producer", "lost_nodes",
-                "kept_before_lost_last", "poison", "lost_poison", "lost_other", "dead_lettered", "gave_up",
-                "rejections"}
+# What the checker measures for every run: check.json's judged keys (harness.results), and
+# what ``measured`` reads off them and the run's drain record. A row shows the predicted
+# quantities beyond these (harness.rows.run_row).
+CHECKER_KEYS = set(JUDGED_KEYS) | {"unavailable_intervals", "unavailable_window", "lost_nodes", "drain_complete"}
 # Figures derived from the checker's: the share of confirmed messages lost (R4: the whole queue);
 # whether every lost write was taken by the nodes of one side of the first cut (R8).
 DERIVED_KEYS = {"lost_share", "lost_on_one_side"}
@@ -230,8 +227,8 @@ def _verdict(checks: list[dict], result: dict, info: dict) -> dict:
         reason = "could not decide: " + ", ".join(c["key"] for c in checks if c["held"] is None)
     else:
         reason = "prediction held"
-    if held is not None and result.get("lost") and not (info.get("drain") or {}).get("complete"):
-        held, reason = None, "could not decide: the drain did not finish, 'lost' may still be queued"
+    if held is not None and UNDRAINED_LOSS in undecided(info, [], lost=result.get("lost")):
+        held, reason = None, "could not decide: " + UNDRAINED_LOSS
     own = [c for c in checks if c["key"] in OWN_EVIDENCE and c["held"] is False]
     if checks and result.get("undecided") and own:
         held, reason = False, ("prediction did not hold: " + _failed(own)

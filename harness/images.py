@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from harness import brokers
-from harness.brokers.base import VERSION_LABEL, Generation, ImageSpec
+from harness.brokers.generations import VERSION_LABEL, Generation, ImageSpec
 from harness.engine import apt_install, ensure_engine
 from harness.util import run
 

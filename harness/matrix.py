@@ -17,7 +17,7 @@ decided run with lost > 0.
   runs' unavailable seconds (linear interpolation, as ``mqchaos analyze``), the verdicts
   counted.
 - "not applicable": the version lacks the claim (no cluster was brought up); "refused at
-  load": the version refuses the scenario outright (e.g. Kafka in KRaft mode, not wired yet).
+  load": the version refuses the scenario outright (e.g. a setting the version does not boot with).
   The reasons of every cell that decided nothing are listed under the table.
 """
 from __future__ import annotations
@@ -32,16 +32,18 @@ from harness import brokers, store
 from harness import rows as R
 from harness.measures import percentile, wilson
 from harness.templates import TEMPLATES
-from harness.verdicts import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, REFUSED, merge_codes
+from harness.results import Row
+from harness.verdicts import (EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, NOT_APPLICABLE, REFUSED, RunStatus,
+                              merge_codes)
 
 MATRIX_JSON, MATRIX_MD, MATRIX_HTML = "matrix.json", "matrix.md", "matrix.html"
 NOT_APPLICABLE_TEXT, REFUSED_TEXT = R.NOT_APPLICABLE_TEXT, R.REFUSED_TEXT
-# what each run keeps in matrix.json
+# what each run keeps in matrix.json (Row keys: harness.results)
 RUN_KEYS = ("repeat", "status", "exit", "confirmed", "lost", "duplicated", "unavailable_s", "retried",
             "reason", "report")
 
 
-def verdict(r: dict) -> str:
+def verdict(r: Row) -> str:
     """A run's verdict as a cell counts it (a retry after a harness error is not a verdict)."""
     if r.get("not_applicable"):
         return NOT_APPLICABLE_TEXT
@@ -54,11 +56,11 @@ def verdict(r: dict) -> str:
     return R.VERDICT[r.get("prediction")]
 
 
-def decided(r: dict) -> bool:
+def decided(r: Row) -> bool:
     return r.get("exit") in (EXIT_VALID, EXIT_INVALID)
 
 
-def cell(runs: list[dict]) -> dict:
+def cell(runs: list[Row]) -> dict:
     """One scenario at one version: its runs and what they add up to (see the module's doc)."""
     done = [r for r in runs if decided(r)]
     lossy = [r for r in done if (r.get("lost") or 0) > 0]
@@ -67,9 +69,9 @@ def cell(runs: list[dict]) -> dict:
     verdicts = Counter(verdict(r) for r in runs)
     code = merge_codes(r.get("exit", EXIT_UNKNOWN) for r in runs) if runs else None
     if not runs:
-        state = "not run"
+        state = RunStatus.NOT_RUN
     elif verdicts.get(NOT_APPLICABLE_TEXT) == len(runs):
-        state = "not-applicable"
+        state = NOT_APPLICABLE
     elif verdicts.get(REFUSED_TEXT) == len(runs):
         state = REFUSED
     else:
@@ -88,7 +90,7 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 3)
 
 
-def _columns(rows: list[dict], versions: dict[str, list[str]] | None) -> dict[str, list[str]]:
+def _columns(rows: list[Row], versions: dict[str, list[str]] | None) -> dict[str, list[str]]:
     """The versions of each broker, in the order given (else each plug-in's own order)."""
     out = {k: list(v) for k, v in (versions or {}).items()}
     for r in rows:
@@ -105,7 +107,7 @@ def _columns(rows: list[dict], versions: dict[str, list[str]] | None) -> dict[st
     return out
 
 
-def build(rows: list[dict], versions: dict[str, list[str]] | None = None, title: str = "") -> dict:
+def build(rows: list[Row], versions: dict[str, list[str]] | None = None, title: str = "") -> dict:
     """matrix.json from a batch's rows: per broker (in ``versions``' order, else the plug-ins'),
     its versions and one row per scenario (catalogue order) with a cell per version; the rows
     of files that did not load at all under ``invalid``; ``exit``: the runs' merged by the one
@@ -158,9 +160,9 @@ def _num(x) -> str:
 
 def cell_text(c: dict | None) -> str:
     """A cell as a table shows it."""
-    if c is None or c["state"] == "not run":
-        return "not run"
-    if c["state"] == "not-applicable":
+    if c is None or c["state"] == RunStatus.NOT_RUN:
+        return RunStatus.NOT_RUN.value
+    if c["state"] == NOT_APPLICABLE:
         return NOT_APPLICABLE_TEXT
     if c["state"] == REFUSED:
         return REFUSED_TEXT
@@ -247,8 +249,8 @@ def markdown(m: dict, out: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-CLASS = {"held": "held", "failed": "failed", "undecided": "undecided", "not-applicable": "na", REFUSED: "na",
-         "not run": "undecided"}
+CLASS = {"held": "held", "failed": "failed", "undecided": "undecided", NOT_APPLICABLE: "na", REFUSED: "na",
+         RunStatus.NOT_RUN: "undecided"}
 
 
 def html(m: dict, out: Path) -> str:
@@ -261,7 +263,7 @@ def html(m: dict, out: Path) -> str:
                 c = row["cells"].get(v)
                 links = [(f"#{(r.get('repeat') or 0) + 1}", os.path.relpath(_page(r["report"]), out))
                          for r in (c["runs"] if c else []) if r.get("report") and c["state"] != REFUSED]
-                cells.append({"cls": CLASS.get(c["state"] if c else "not run", "undecided"),
+                cells.append({"cls": CLASS.get(c["state"] if c else RunStatus.NOT_RUN, "undecided"),
                               "text": cell_text(c), "links": links})
             rows.append({"id": row.get("id") or "-", "scenario": row["scenario"], "cells": cells})
         tables.append({"broker": t["broker"], "head": [_header(t, v) for v in t["versions"]], "rows": rows})
@@ -276,7 +278,7 @@ def _page(report: str) -> Path:
     return p.with_name(store.REPORT_HTML) if p.name == store.REPORT_MD else p
 
 
-def write(rows: list[dict], out: Path, title: str, versions: dict[str, list[str]] | None = None) -> dict:
+def write(rows: list[Row], out: Path, title: str, versions: dict[str, list[str]] | None = None) -> dict:
     """matrix.json, matrix.md and matrix.html in the batch directory (whose index.html links
     them); returns the matrix."""
     m = build(rows, versions, title)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import store, windows
-from harness.brokers.base import docker
+from harness.brokers.containers import docker
 from harness.history import JsonlWriter, RunClock
 from harness.measures import blocked_s, consumers_silent, nodes_down_s
 

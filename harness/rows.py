@@ -11,6 +11,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from harness import expect, store, windows
 from harness.measures import wilson
+from harness.results import PUBLISHED_KEYS, ROW_FIGURES, CheckResult, Row
 from harness.templates import TEMPLATES
 from harness.verdicts import REFUSED
 
@@ -19,7 +20,7 @@ VERDICT = {True: "held", False: "DID NOT HOLD", None: "undecided"}
 NOT_APPLICABLE_TEXT, REFUSED_TEXT = "not applicable", "refused at load"
 
 
-def run_row(sc, result: dict, info: dict, run_dir: Path) -> dict:
+def run_row(sc, result: CheckResult, info: dict, run_dir: Path) -> Row:
     """The figures of one checked run."""
     m = expect.measured(result, info)
     # The row's own measurement: what the prediction names beyond the usual counts.
@@ -27,21 +28,20 @@ def run_row(sc, result: dict, info: dict, run_dir: Path) -> dict:
                 if k not in expect.CHECKER_KEYS}
     if m.get("self_healed") is False:  # the cluster had to be restarted by hand: always shown
         specific["self_healed"] = False
-    return {"scenario": sc.name, "id": sc.id, "attempted": result["attempted"], "confirmed": result["ok"],
-            "failed": result["fail"], "unknown": result["info"], "lost": result["lost"],
-            "duplicated": result["duplicated"], "ordering_violations": result["ordering_violations"],
-            "ordering": result.get("ordering"), "unavailable_s": result["unavailable_s"],
-            "blocked_s": m.get("blocked_s"), "measurement": specific, "valid": result["valid"],
-            "prediction": result["prediction"]["held"], "reason": result["prediction"]["reason"],
-            "decided_by": decided_by(result["prediction"]), "expect": sc.expect, "require": sc.require,
-            "version": sc.version, "brokers": info.get("brokers"), "report": str(Path(run_dir) / store.REPORT_MD)}
+    # ordering by .get: a check.json from before the checker recorded its rule
+    return Row(scenario=sc.name, id=sc.id, **{col: result[key] for col, key in ROW_FIGURES.items()},
+               ordering=result.get("ordering"), unavailable_s=result["unavailable_s"],
+               blocked_s=m.get("blocked_s"), measurement=specific, valid=result["valid"],
+               prediction=result["prediction"]["held"], reason=result["prediction"]["reason"],
+               decided_by=decided_by(result["prediction"]), expect=sc.expect, require=sc.require,
+               version=sc.version, brokers=info.get("brokers"), report=str(Path(run_dir) / store.REPORT_MD))
 
 
-def not_applicable_row(sc, result: dict, run_dir: Path) -> dict:
+def not_applicable_row(sc, result: dict, run_dir: Path) -> Row:
     """The row of a run whose claim does not exist in its version: nothing measured."""
-    return {"scenario": sc.name, "id": sc.id, "valid": None, "prediction": None, "not_applicable": True,
-            "reason": result["reason"], "decided_by": result["reason"], "expect": sc.expect,
-            "require": sc.require, "version": sc.version, "report": str(Path(run_dir) / store.CHECK_JSON)}
+    return Row(scenario=sc.name, id=sc.id, valid=None, prediction=None, not_applicable=True,
+               reason=result["reason"], decided_by=result["reason"], expect=sc.expect,
+               require=sc.require, version=sc.version, report=str(Path(run_dir) / store.CHECK_JSON))
 
 
 def decided_by(prediction: dict) -> str:
@@ -59,7 +59,7 @@ def decided_by(prediction: dict) -> str:
     return out
 
 
-def verdict_word(r: dict) -> str:
+def verdict_word(r: Row) -> str:
     """A row's verdict in the one vocabulary (held, DID NOT HOLD, undecided, not applicable,
     refused at load, harness error), without how it was reached."""
     if r.get("not_applicable"):
@@ -71,7 +71,7 @@ def verdict_word(r: dict) -> str:
     return VERDICT[r.get("prediction")]
 
 
-def verdict_text(r: dict) -> str:
+def verdict_text(r: Row) -> str:
     """``verdict_word`` and whether a retry after a harness error preceded it."""
     word = verdict_word(r)
     if r.get("not_applicable") or r.get("status") == REFUSED:
@@ -89,7 +89,7 @@ def catalogue_order(sid: str | None, name: str) -> tuple:
     return head, int(digits or 0), name
 
 
-def several_versions(rows: list[dict]) -> bool:
+def several_versions(rows: list[Row]) -> bool:
     """Whether the rows run some broker at more than one version (a matrix): then each row
     names its version."""
     seen: dict = {}
@@ -111,11 +111,12 @@ def _fmt(v) -> str:
     return "-" if v is None else str(v)
 
 
-def tally(rows: list[dict]) -> list[dict]:
-    """Per scenario and version, every run's verdict counted: held k of the n runs that decided
-    (held or did not hold), with k/n's 95 % Wilson interval, since one run's verdict is a
-    sample; the other verdicts (undecided, not applicable, ...) counted beside. Rows naming
-    the same run (by its id) count once."""
+def tally(rows: list[Row]) -> list[dict]:
+    """Per scenario, version and prediction, every run's verdict counted: held k of the n runs
+    that decided (held or did not hold), with k/n's 95 % Wilson interval, since one run's
+    verdict is a sample; the other verdicts (undecided, not applicable, ...) counted beside.
+    A file re-encoded (another expect / require) is another claim: its runs count apart.
+    Rows naming the same run (by its id) count once."""
     by_run: dict[str, dict] = {}
     for r in rows:  # a run in two batches (a matrix re-tabulating a day's runs) counts once
         run = r.get("run") or run_id(r.get("report")) or str(id(r))
@@ -123,16 +124,18 @@ def tally(rows: list[dict]) -> list[dict]:
             by_run[run] = r
     groups: dict[tuple, dict] = {}
     for run, r in by_run.items():
-        key = (r.get("id"), r["scenario"], None if r.get("version") is None else str(r["version"]))
+        claim = _fmt({k: v for k, v in (("expect", r.get("expect")), ("require", r.get("require"))) if v})
+        key = (r.get("id"), r["scenario"], None if r.get("version") is None else str(r["version"]), claim)
         groups.setdefault(key, {})[run] = verdict_word(r)
     out = []
-    for (sid, name, version), runs in sorted(groups.items(),
-                                             key=lambda kv: (catalogue_order(kv[0][0], kv[0][1]), kv[0][2] or "")):
+    for (sid, name, version, claim), runs in sorted(
+            groups.items(), key=lambda kv: (catalogue_order(kv[0][0], kv[0][1]), kv[0][2] or "", kv[0][3])):
         seen = Counter(runs.values())
         k = seen.pop(VERDICT[True], 0)
         n = k + seen.pop(VERDICT[False], 0)
         ci = wilson(k, n)
-        out.append({"id": sid, "scenario": name, "version": version, "held": k, "decided": n, "runs": len(runs),
+        out.append({"id": sid, "scenario": name, "version": version, "claim": claim, "held": k, "decided": n,
+                    "runs": len(runs),
                     "ci95": [round(ci[0], 4), round(ci[1], 4)] if ci else None, "others": dict(seen)})
     return out
 
@@ -148,13 +151,14 @@ def tally_text(t: dict) -> str:
     return text + (f"; also {others}" if others else "")
 
 
-TALLY_HEAD = ["id", "scenario", "version", "held k of n decided runs (95 % Wilson interval)", "runs"]
+TALLY_HEAD = ["id", "scenario", "version", "claim (expect, require)", "held k of n decided runs (95 % Wilson interval)",
+              "runs"]
 
 
-def tally_lines(rows: list[dict]) -> list[str]:
+def tally_lines(rows: list[Row]) -> list[str]:
     """The tally as a Markdown table (documents, ``mqchaos doc-table --tally``)."""
-    return md_table(TALLY_HEAD, [[t["id"] or "-", t["scenario"], t["version"] or "-", tally_text(t), str(t["runs"])]
-                                 for t in tally(rows)])
+    return md_table(TALLY_HEAD, [[t["id"] or "-", t["scenario"], t["version"] or "-", md_cell(t["claim"]) or "-",
+                                  tally_text(t), str(t["runs"])] for t in tally(rows)])
 
 
 # ---- reporters -------------------------------------------------------------------------------
@@ -162,7 +166,7 @@ def tally_lines(rows: list[dict]) -> list[str]:
 TEXT_COLUMNS = ("scenario", "attempted", "confirmed", "lost", "duplicated", "unavailable_s", "verdict", "report")
 
 
-def text_table(rows: list[dict]) -> str:
+def text_table(rows: list[Row]) -> str:
     """The console table (``make test-partition``): the verdict in the index's words, not the
     checker's validity beside the prediction's (a reader wants one word per run)."""
     def cell(r: dict, c: str) -> str:
@@ -176,7 +180,7 @@ MD_HEAD = ["id", "scenario", "attempted", "confirmed", "lost", "dup", "order vio
            "measurement", "prediction", "verdict", "how decided", "run s"]
 
 
-def markdown(rows: list[dict], out: Path, title: str) -> str:
+def markdown(rows: list[Row], out: Path, title: str) -> str:
     lines = [f"# {title}", "", *table_lines(rows, out.parent.parent)]
     lines += ["", "Verdicts: *held* = the source's prediction was borne out; *DID NOT HOLD* = the broker "
               "behaved otherwise (a finding, see the run's report); *undecided* = the run did not "
@@ -185,7 +189,7 @@ def markdown(rows: list[dict], out: Path, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def table_lines(rows: list[dict], links_from: Path | None = None) -> list[str]:
+def table_lines(rows: list[Row], links_from: Path | None = None) -> list[str]:
     """The Markdown table of a batch; scenario names link to their reports when
     ``links_from`` is given (the results directory), and are plain text in documents."""
     cells = []
@@ -234,7 +238,7 @@ def relative(path: str, root: Path) -> str:
         return path
 
 
-def junit(rows: list[dict], name: str = "mqchaos-catalogue") -> str:
+def junit(rows: list[Row], name: str = "mqchaos-catalogue") -> str:
     """One testcase per scenario run: a prediction that did not hold is a failure (with the
     figures), a harness error is an error, an undecided run is skipped."""
     cases, failures, errors, skipped = [], 0, 0, 0
@@ -265,7 +269,7 @@ def junit(rows: list[dict], name: str = "mqchaos-catalogue") -> str:
             f'skipped="{skipped}" time="{total:.1f}">\n' + "\n".join(cases) + "\n</testsuite>\n")
 
 
-def write_all(rows: list[dict], out: Path, title: str) -> None:
+def write_all(rows: list[Row], out: Path, title: str) -> None:
     """summary.json, summary.md, summary.txt and junit.xml in the batch directory; its
     ``latest`` link moves to it."""
     out.mkdir(parents=True, exist_ok=True)
@@ -285,7 +289,7 @@ INDEX_LEGEND = ("attempted / confirmed: messages the producers sent / the broker
                 "scenario's prediction; run s: the run's own wall time, in seconds.")
 
 
-def index_html(rows: list[dict], out: Path, title: str, started: bool = False,
+def index_html(rows: list[Row], out: Path, title: str, started: bool = False,
                tallied: list[dict] | None = None) -> str:
     """A page of runs, one row each: its verdict, a link to its report; with ``started`` a
     column for when it began (the store's page); with ``tallied`` (``tally``) each scenario
@@ -321,11 +325,9 @@ DOC_BATCHES = store.ROOT / "docs" / "batches"
 SUMMARY_JSON, SPLIT_JSON = "summary.json", "split.json"
 NOT_REDERIVABLE = ("not re-derivable: its source was never committed; to be re-published from the next "
                    "catalogue run")
-# what a published row keeps: the figures the tables show and what decided its verdict
-COMPACT_KEYS = ("id", "scenario", "broker", "version", "repeat", "status", "exit", "seconds", "retried",
-                "not_applicable", "harness_error", "attempted", "confirmed", "failed", "unknown", "lost",
-                "duplicated", "ordering_violations", "ordering", "unavailable_s", "blocked_s", "measurement",
-                "expect", "require", "valid", "prediction", "reason", "decided_by", "brokers")
+# what a published row keeps: the figures the tables show and what decided its verdict (the
+# Row's keys marked Published, in their order: harness.results)
+COMPACT_KEYS = PUBLISHED_KEYS
 EVIDENCE_KEYS = ("checks", "requirements", "window", "operator_events")
 
 
@@ -360,7 +362,7 @@ def _evidence(run_dir: Path) -> dict:
     return {**out, **({"window": window} if window else {}), **({"operator_events": ops} if ops else {})}
 
 
-def compact_row(r: dict) -> dict:
+def compact_row(r: Row) -> dict:
     """A row as the repository keeps it: its figures, its verdict and how it was decided (the
     prediction's checks, the window, the operator's events, from the run's files while they
     exist), and the run's id in place of a path on this machine."""

@@ -309,7 +309,7 @@ class Run:
             self.info["warmup_extended_s"] = round(self.clock.now() - t0, 2)
         self.probes.before_faults()
         self.phase("faults")
-        self.nemesis.run(sc.nemesis, duration=t.duration, stop=self.stop_all)
+        self.nemesis.run(sc.steps, duration=t.duration, stop=self.stop_all)  # parsed at load
         self.phase("heal")
         try:
             self.nemesis.heal(wait=True, timeout=t.heal_timeout)

@@ -9,7 +9,6 @@ a prediction that names a quantity no run of that broker measures.
 """
 from __future__ import annotations
 
-import re
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Union
@@ -19,10 +18,10 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from harness import brokers, expect
 from nemesis import grudge as grudges
-from harness.spec import BaseScenario
-from nemesis.faults import missing_capabilities, ports_problems
-from nemesis.schedule import CLOSING, parse as parse_schedule
-from nemesis.targets import expr_problems, targets_problems
+from harness.spec import BaseScenario, read_yaml
+from nemesis.faults import CLOSING, CUTS, FAULT_TYPES, missing_capabilities, ports_problems, targets_problems
+from nemesis.schedule import parse as parse_schedule
+from nemesis.targets import expr_problems
 
 Scenario = BaseScenario  # what callers hold: one plug-in's subclass of it
 
@@ -139,10 +138,6 @@ def matrix_versions_option(values: tuple[str, ...] | list[str] | str | None) -> 
     return {k: out.get(k) or list(brokers.get(k).generations) for k in brokers.KINDS}
 
 
-# Faults whose targets are a partition spec (nemesis/targets.py grudge_for): a cut.
-CUTS = ("partition", "loss")
-
-
 def _static(expr: Any, nodes: list[str], brokers_: list[str]) -> list[str] | None:
     """The nodes a target expression names whatever the cluster's state (node names, all,
     brokers, lists of them); None when it depends on the run (roles, random)."""
@@ -249,10 +244,21 @@ def parse(data: Any, source: str = "scenario", version: str | dict[str, str] | N
     except ValueError as e:
         raise ScenarioError(f"{source}: invalid scenario\n  {e}") from None
     sc.cluster.version = sc.version
-    try:  # the nemesis validates its own schedule, naming the step and field
+    try:  # the nemesis validates its own schedule, naming the step and field: once, here
         steps = parse_schedule(sc.nemesis)
     except ValueError as e:
         raise ScenarioError(f"{source}: invalid scenario\n  {e}") from None
+    sc._steps = tuple(steps)  # what the run loop runs
+    lacking = _load_problems(sc, steps, plugin)
+    if lacking:
+        raise ScenarioError(f"{source}: invalid scenario\n" + "\n".join(lacking))
+    return sc
+
+
+def _load_problems(sc: Scenario, steps: list, plugin: Any) -> list[str]:
+    """What the scenario and its parsed schedule ask that its broker and version cannot give,
+    or a prediction no run can decide; brings the file system a fault needs onto the cluster."""
+    broker = sc.broker
     # the version's topology (its nodes and roles may depend on it) judges the targets
     caps, cluster = plugin.capabilities_of(sc.version), plugin.cluster(version=sc.version)
     # a capability every version lacks is the broker's; one only this version lacks, the version's,
@@ -273,32 +279,21 @@ def parse(data: Any, source: str = "scenario", version: str | dict[str, str] | N
     bad = expect.undecidable(sc)
     lacking += [f"  {k}: no {broker} run measures this (measured: {', '.join(sorted(expect.decidable(sc)))})"
                 for k in bad]
-    # A power cut needs the file system that forgets unsynced writes under the data directories.
-    if any(st.fault == "power_loss" for st in steps):
-        if sc.cluster.fs == "plain":
-            lacking.append("  cluster.fs: plain, but the nemesis cuts the power (power_loss needs fs: lazy)")
-        sc.cluster.fs = "lazy"
-    if lacking:
-        raise ScenarioError(f"{source}: invalid scenario\n" + "\n".join(lacking))
-    return sc
-
-
-class _Loader(yaml.SafeLoader):
-    """YAML 1.2 booleans: only true/false. YAML 1.1 reads `on:`/`off:` (the
-    nemesis cycle's fields) and `yes`/`no` as booleans."""
-
-
-_Loader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
-                                   for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                              list("tTfF"))
+    # A fault may need a file system under the data directories (power_loss: the one that
+    # forgets unsynced writes): the scenario gets it, unless it asked for another.
+    for kind in (t for t in FAULT_TYPES.values() if t.fs and any(st.fault == t.name for st in steps)):
+        if sc.cluster.fs not in (None, kind.fs):
+            lacking.append(f"  cluster.fs: {sc.cluster.fs}, but the nemesis {kind.does} ({kind.name} needs fs: {kind.fs})")
+        sc.cluster.fs = kind.fs
+    return lacking
 
 
 def read(path: str | Path) -> Any:
-    """The YAML data of the scenario file at ``path``, not yet validated."""
+    """The YAML data of the scenario file at ``path`` (YAML 1.2: ``harness.spec.read_yaml``,
+    the nemesis's schedule files' reader too), not yet validated."""
     path = Path(path)
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a safe loader
+        return read_yaml(path)
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
     except yaml.YAMLError as e:

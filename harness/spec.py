@@ -7,11 +7,15 @@ discriminated union. Unknown or mistyped fields are errors that name the field.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-ORDERINGS = ("none", "fifo", "monotonic", "strict")
+from harness.results import Ordering
 
 
 class Strict(BaseModel):
@@ -69,8 +73,9 @@ class BaseScenario(Strict):
     version: str | int | float | None = None
     workload: BaseWorkload = Field(default_factory=BaseWorkload)
     timing: Timing = Field(default_factory=Timing)
+    # the schedule as written (recorded in run.json); ``steps`` is what the nemesis runs
     nemesis: list[dict[str, Any]] | dict[str, Any] = Field(default_factory=list)  # nemesis/schedule.py
-    ordering: Literal["none", "fifo", "monotonic", "strict"] = "none"
+    ordering: Ordering = "none"
     expect: dict[str, Any] = Field(default_factory=dict)
     # What the claim assumes of the run (the same language as expect:): a run where one of
     # these did not hold, or was not measured, is about something else, so it is undecided.
@@ -78,10 +83,20 @@ class BaseScenario(Strict):
     seed: int = 0
     # where the version came from: cli / scenario / env / default (harness.scenario sets it)
     _version_source: str = PrivateAttr("default")
+    # the parsed schedule (nemesis.schedule.Step, sorted by ``at``), set by harness.scenario
+    # when it loads the scenario: parsed once, where its errors name the step and field
+    _steps: tuple | None = PrivateAttr(None)
 
     @property
     def version_source(self) -> str:
         return self._version_source
+
+    @property
+    def steps(self) -> tuple:
+        """The nemesis schedule as the scenario loader parsed it (what the run loop runs)."""
+        if self._steps is None:  # a model built by hand: its schedule was never checked
+            raise RuntimeError(f"scenario {self.name}: not loaded through harness.scenario, its schedule unparsed")
+        return self._steps
 
     def __eq__(self, other: object) -> bool:
         """Two scenarios are the same whatever picked their version (--version or the file)."""
@@ -124,3 +139,21 @@ class BaseScenario(Strict):
 
     def prefill_names(self) -> set[str]:
         return {"prefill.seconds", "prefill.rate"} if self.workload.prefill else set()
+
+
+# ---- reading scenario files ------------------------------------------------------------------
+class Yaml12Loader(yaml.SafeLoader):
+    """YAML 1.2 booleans: only true/false. YAML 1.1 reads `on:`/`off:` (the
+    nemesis cycle's fields) and `yes`/`no` as booleans."""
+
+
+Yaml12Loader.yaml_implicit_resolvers = {k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+                                        for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                   list("tTfF"))
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML data of a scenario (or schedule) file, read as YAML 1.2; OSError and
+    yaml.YAMLError as they come (harness.scenario.read names the file in them)."""
+    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=Yaml12Loader)  # noqa: S506 - a safe loader

@@ -8,16 +8,37 @@ False; otherwise any None makes it None; otherwise True. The same rule serves
 """
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Iterable
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
-# A run whose claim does not exist in the broker's version (the feature it is about was
-# removed): it brings no cluster up, decides nothing, and exits EXIT_UNKNOWN with the reason.
-NOT_APPLICABLE = "not-applicable"
-# A version matrix's cell whose version refuses the scenario at load time (``version_problems``:
-# a setting the version does not boot with; a mode the plug-in does not bring up yet): nothing
-# ran, it decides nothing (EXIT_UNKNOWN) and it is no finding.
-REFUSED = "refused"
+
+
+class RunStatus(StrEnum):
+    """Every status a run has (run.json ``status``) or a batch's row shows: one vocabulary.
+    A StrEnum, so a member is the plain string in JSON, tables and comparisons with what
+    run.json holds."""
+    RUNNING = "running"          # up to the end of the drain (a run killed there keeps it)
+    COMPLETED = "completed"      # loaded, faulted, healed and drained: its history decides
+    INTERRUPTED = "interrupted"  # Ctrl-C: healed, its history kept, undecided
+    HARNESS_ERROR = "harness-error"  # the harness failed (never a broker finding); retried
+    ABANDONED = "abandoned"      # prepared by a batch's pipeline, never ran
+    # A run whose claim does not exist in the broker's version (the feature it is about was
+    # removed): it brings no cluster up, decides nothing, and exits EXIT_UNKNOWN with the reason.
+    NOT_APPLICABLE = "not-applicable"
+    # A version matrix's cell whose version refuses the scenario at load time
+    # (``version_problems``: a setting the version does not boot with): nothing ran, it
+    # decides nothing (EXIT_UNKNOWN) and it is no finding.
+    REFUSED = "refused"
+    # a batch's rows only: a job the batch never ran, a file that is no scenario
+    NOT_RUN = "not run"
+    INVALID_FILE = "invalid scenario file"
+
+
+RUN_STATUSES = frozenset(RunStatus)
+# A run not yet (or never) finished: `mqchaos analyze` counts it as incomplete.
+INCOMPLETE = (RunStatus.INTERRUPTED, RunStatus.RUNNING)
+NOT_APPLICABLE, REFUSED = RunStatus.NOT_APPLICABLE, RunStatus.REFUSED
 
 Verdict = bool | None
 
@@ -55,16 +76,23 @@ def merge_codes(codes: Iterable[int]) -> int:
     return exit_code(merge(verdict_of(c) for c in codes))
 
 
-def undecided(info: dict | None, faults: list[dict]) -> list[str]:
+# A prediction judged on a run with loss whose drain is not known to have finished (also a
+# run.json without a drain record, which the checker's validity tolerates): the lost
+# messages may still be in the queue.
+UNDRAINED_LOSS = "the drain did not finish, 'lost' may still be queued"
+
+
+def undecided(info: dict | None, faults: list[dict], lost: int | None = None) -> list[str]:
     """Why a run's history cannot decide anything (then valid is null, exit 2): the run did
     not complete (killed, interrupted, harness error), its drain did not finish, or a fault
-    step failed or left no evidence that it took effect (nemesis.jsonl ``details``)."""
+    step failed or left no evidence that it took effect (nemesis.jsonl ``details``). Given
+    the run's ``lost`` (harness.expect, judging a prediction), also ``UNDRAINED_LOSS``."""
     reasons = []
     info = info or {}
     status = info.get("status")
     if status == NOT_APPLICABLE:
         return [not_applicable(info.get("not_applicable"))]
-    if status is not None and status != "completed":
+    if status is not None and status != RunStatus.COMPLETED:
         reasons.append(f"the run did not complete (status: {status})")
     recovery = info.get("operator_recovery")
     if isinstance(recovery, dict) and recovery.get("failed"):
@@ -72,6 +100,8 @@ def undecided(info: dict | None, faults: list[dict]) -> list[str]:
     drain = info.get("drain")
     if isinstance(drain, dict) and drain.get("complete") is False:
         reasons.append("the drain did not finish: messages may still be queued")
+    if lost and not (drain if isinstance(drain, dict) else {}).get("complete"):
+        reasons.append(UNDRAINED_LOSS)
     for f in faults:
         d = f.get("details") if isinstance(f.get("details"), dict) else {}
         what = f"{f.get('fault')} {','.join(map(str, f.get('targets') or [])) or d.get('spec')}"

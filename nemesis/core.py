@@ -5,7 +5,7 @@ Use::
     cluster = brokers.get(name).cluster(version=settings.version); cluster.up(settings)
     with Nemesis(cluster, run_dir, clock=clock, seed=seed) as nem:   # heals first
         ...start clients...
-        nem.run(schedule.parse(scenario["nemesis"]), stop=stop_event)
+        nem.run(scenario.steps, stop=stop_event)   # the schedule the scenario loader parsed
         nem.heal()              # lift everything, wait until the cluster is whole
         ...recovery period, drain...
     # leaving the block (normally, on an exception, SIGINT or SIGTERM) heals again
@@ -15,30 +15,30 @@ Use::
 when it ends (``t_end`` is null only for a fault still active when the nemesis is closed
 without a heal). While faults are active, ``<run_dir>/nemesis-state.json`` holds them in
 full, so ``mqchaos heal --run-dir`` can undo them after the harness died.
+
+This module keeps the records, the state file and the public API; running a schedule is
+nemesis/scheduler.py's, healing and the harness's own recovery steps nemesis/recovery.py's,
+what each kind of fault is nemesis/faults.py's registry.
 """
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import random
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from harness import brokers, store
-from harness.brokers.base import NodeExitedError
 from harness.history import JsonlWriter, RunClock
 from harness.util import wait_until
-from harness.windows import OPERATOR
 from nemesis import faults as F
-from nemesis import net
-from nemesis.schedule import CLOSING, FAULTS, Step, parse
+from nemesis import log, recovery
+from nemesis.schedule import Step
+from nemesis.scheduler import Scheduler
 from nemesis.targets import NoNodeNow, resolve
 
 # How long a fault waits for a role that names no node at the moment it is due.
@@ -46,16 +46,12 @@ TARGET_WAIT_S = 15.0
 
 STATE_FILE = store.NEMESIS_STATE
 LOG_FILE = store.NEMESIS_LOG
-FINDINGS_FILE = store.FINDINGS
-POLL = 0.5  # how often a step's ``when`` is looked at again
+FINDINGS_FILE = recovery.FINDINGS_FILE
+sweep = recovery.sweep  # public here, as it was before recovery moved out (heal scripts, tests)
 
 
 class PreconditionError(RuntimeError):
     """A step's ``when`` never held: the state its fault needs did not happen."""
-
-
-def log(msg: str) -> None:
-    print(f"[nemesis] {msg}", file=sys.stderr, flush=True)
 
 
 class Nemesis:
@@ -130,7 +126,8 @@ class Nemesis:
         self._stop.set()
 
     # ---- records and state ----------------------------------------------------------------
-    def _write(self, record: dict) -> None:
+    def write(self, record: dict) -> None:
+        """One line of nemesis.jsonl (a fault over, a failed step, an operator event)."""
         self.records.append(record)
         if self.run_dir is None:
             return
@@ -156,9 +153,15 @@ class Nemesis:
         f.t_end = self.clock.now()
         if f in self._active:
             self._active.remove(f)
-        self._write(f.record())
+        self.write(f.record())
         self._save_state()
         log(f"{f.fault} {f.targets} over at t={f.t_end:.1f}")
+
+    def finish_all(self) -> None:
+        """Record every active fault as over (the heal has lifted them)."""
+        for f in list(self._active):
+            self._finish(f)
+        self._save_state()
 
     def _plan(self, f: F.Fault, st: Step) -> None:
         """Resolve the step's targets into the fault's plan. A role may name no node for a
@@ -170,7 +173,7 @@ class Nemesis:
         def plan() -> bool:
             try:
                 self.rng.setstate(rng_state)
-                F.PLANNERS[st.fault](self._ctx(), f, st.targets, dict(st.params))
+                F.FAULT_TYPES[st.fault].plan(self._ctx(), f, st.targets, dict(st.params))
                 return True
             except NoNodeNow as e:
                 last[:] = [e]
@@ -191,10 +194,11 @@ class Nemesis:
         """Apply one fault now; returns it (None for start/unpause/heal, which end faults).
         ``condition`` is what the step's ``when`` found (recorded with the fault)."""
         st = fault if isinstance(fault, Step) else Step(0.0, fault, targets, duration, params)
-        if st.fault not in FAULTS:
-            raise ValueError(f"unknown fault {st.fault!r} (one of {FAULTS})")
+        if st.fault not in F.FAULT_TYPES:
+            raise ValueError(f"unknown fault {st.fault!r} (one of {F.FAULTS})")
+        kind = F.FAULT_TYPES[st.fault]
         if st.targets is None:
-            st = Step(st.at, st.fault, F.DEFAULT_TARGETS.get(st.fault, "random:1"), st.duration, st.params)
+            st = Step(st.at, st.fault, kind.default_targets, st.duration, st.params)
         if condition and condition.get("failed"):
             a, b = condition["same"]
             why = "the schedule ended before its condition held" if condition.get("cut_short") else \
@@ -202,8 +206,8 @@ class Nemesis:
             raise PreconditionError(f"{why}: {a} and {b} were {condition['seen'][0]} and "
                                     f"{condition['seen'][1]} after {condition['waited_s']:g} s")
         with self._lock:
-            if st.fault in CLOSING:
-                self._close_step(st)
+            if kind.closes:
+                self._close_step(st, kind.closes)
                 return None
             self._n += 1
             f = F.Fault(id=f"f{self._n}", fault=st.fault, targets=[],
@@ -229,12 +233,12 @@ class Nemesis:
                     self._save_state()
             return f
 
-    def _close_step(self, st: Step) -> None:
-        if st.fault == "heal":
+    def _close_step(self, st: Step, key: str) -> None:
+        """A step that ends earlier faults: ``key`` is the undo key it lifts (F.ALL: a heal)."""
+        if key == F.ALL:
             self.heal(wait=bool(st.params.get("wait", True)), timeout=st.params.get("timeout"))
             return
         nodes = set(resolve(self.cluster, st.targets, self.rng, self.subject))
-        key = "start" if st.fault == "start" else "unpause"
         for n in (n for n in self.cluster.nodes() if n in nodes):  # ZooKeeper before brokers
             (self.cluster.start if key == "start" else self.cluster.unpause)(n)
         for f in list(self._active):  # t_end: when the container runs again
@@ -255,105 +259,19 @@ class Nemesis:
             else:
                 self._finish(f)
 
-    # ---- schedules ------------------------------------------------------------------------
+    # ---- schedules (nemesis/scheduler.py) -------------------------------------------------
     def run(self, steps: Any, stop: threading.Event | None = None, duration: float | None = None,
             on_error: str = "record") -> None:
-        """Run a schedule (``Step``s, or the raw ``nemesis:`` data of a scenario): each step at
-        ``at`` seconds after the call, each fault with a ``duration`` lifted that long after it
-        started. With ``duration`` the call lasts exactly that long (later steps are skipped,
-        and lifts due later are left to the heal); without, it returns after the last step or
-        lift. Faults without a duration stay active. ``stop`` (or ``nem.stop()``) ends it early.
-        ``on_error="record"`` writes a failed step as a record with ``details.error`` and goes
-        on; ``"raise"`` re-raises."""
-        if not isinstance(steps, (list, tuple)) or not all(isinstance(s, Step) for s in steps):
-            steps = parse(steps)
-        start = time.monotonic()
-        end = start + duration if duration is not None else None
-        queue: list[tuple[float, int, str, Any]] = []
-        for i, st in enumerate(steps):
-            if duration is None or st.at < duration:
-                heapq.heappush(queue, (start + st.at, i, "apply", st))
-        seq = len(queue)
-        deadlines: dict[int, float] = {}  # a waiting step's id -> when its ``when`` gives up
-        # each step yields at most one lift, and a waiting step one re-check per POLL: bounded
-        bound = 4 * seq + 1 + sum(int(st.when["within"] / POLL) + 2 for st in steps if st.when)
-        for _ in range(bound):
-            if not queue or (end is not None and queue[0][0] >= end):
-                break
-            when, key, action, obj = heapq.heappop(queue)
-            if self._wait_until(when, stop):
-                return
-            if action == "end":
-                self.end(obj)
-                continue
-            cond = self._ready(obj, key, deadlines) if obj.when else None
-            if cond is not None and not cond:
-                heapq.heappush(queue, (time.monotonic() + POLL, key, action, obj))
-                continue
-            f = self._apply_step(obj, on_error, cond)
-            if f is not None and obj.duration is not None and f in self._active:
-                seq += 1
-                heapq.heappush(queue, (time.monotonic() + obj.duration, seq, "end", f))
-        # a step still waiting for its condition when the schedule ends did not happen: say so
-        # (a silent skip would let the run be judged as if it had)
-        for _, key, action, obj in queue:
-            if action == "apply" and key in deadlines:
-                self._apply_step(obj, on_error, self._ready(obj, key, deadlines, cut_short=True))
-        if end is not None:
-            self._wait_until(end, stop)
+        """Run a schedule (``Step``s: a scenario's ``steps``, parsed when it was loaded; or raw
+        ``nemesis:`` data, by hand): each step at ``at`` seconds after the call, each fault with
+        a ``duration`` lifted that long after it started. With ``duration`` the call lasts
+        exactly that long (later steps are skipped, and lifts due later are left to the heal);
+        without, it returns after the last step or lift. Faults without a duration stay
+        active. ``stop`` (or ``nem.stop()``) ends it early. ``on_error="record"`` writes a
+        failed step as a record with ``details.error`` and goes on; ``"raise"`` re-raises."""
+        Scheduler(self, self._stop, stop, on_error).run(steps, duration)
 
-    def _ready(self, st: Step, key: int, deadlines: dict[int, float], cut_short: bool = False) -> dict:
-        """What a step's ``when`` found: {} to look again later. Past its ``within``, or
-        ``cut_short`` by the schedule's end, the step goes ahead to fail (``apply`` raises,
-        ``_apply_step`` records why): the claim's set-up never happened, so nothing after it
-        may count as evidence."""
-        now = time.monotonic()
-        deadlines.setdefault(key, now + st.when["within"])
-        ok, seen = self._condition(st.when)
-        waited = round(st.when["within"] - (deadlines[key] - now), 2)
-        if ok and not cut_short:
-            return {"same": st.when["same"], "nodes": seen[0], "waited_s": waited}
-        if cut_short:
-            return {"same": st.when["same"], "seen": seen, "waited_s": waited, "failed": True, "cut_short": True}
-        if now >= deadlines[key]:
-            return {"same": st.when["same"], "seen": seen, "waited_s": waited, "failed": True}
-        return {}
-
-    def _condition(self, cond: dict) -> tuple[bool, list]:
-        seen = []
-        for expr in cond["same"]:
-            try:
-                seen.append(sorted(resolve(self.cluster, expr, self.rng, self.subject)))
-            except Exception as exc:  # noqa: BLE001 - a role nobody holds (mid-election): not yet
-                seen.append(f"{type(exc).__name__}: {exc}")
-        return seen[0] == seen[1] and isinstance(seen[0], list), seen
-
-    def _wait_until(self, when: float, stop: threading.Event | None) -> bool:
-        """Wait for a scheduled time; True if told to stop first."""
-        while True:
-            if self._stop.is_set() or (stop is not None and stop.is_set()):
-                return True
-            left = when - time.monotonic()
-            if left <= 0:
-                return False
-            (stop or self._stop).wait(min(left, 0.2))
-
-    def _apply_step(self, st: Step, on_error: str, condition: dict | None = None) -> F.Fault | None:
-        try:
-            return self.apply(st, condition=condition)
-        except Exception as exc:  # noqa: BLE001 - a failed step is recorded, the run goes on
-            if on_error == "raise":
-                raise
-            t = self.clock.now()
-            log(f"step {st.fault} {st.targets!r} failed: {exc}")
-            failed = [f for f in self._active if f.details.get("error")]
-            if not failed:
-                self._write({"fault": st.fault, "targets": [], "t_start": t, "t_end": t,
-                             "details": {"spec": st.targets, "params": st.params, "when": condition,
-                                         "error": f"{type(exc).__name__}: {exc}"}})
-            return failed[-1] if failed else None
-
-    # ---- heal -----------------------------------------------------------------------------
+    # ---- heal and recovery (nemesis/recovery.py) ------------------------------------------
     def heal(self, wait: bool = True, timeout: float | None = None) -> None:
         """Lift every fault this nemesis knows of and everything the project's rules could have
         left on any node (a rule from a crashed run, a frozen container, a stopped node); then,
@@ -362,122 +280,23 @@ class Nemesis:
         with self._lock:
             self._healing = True
             try:
-                self._heal(wait, timeout or self.heal_timeout)
+                recovery.heal(self, wait, timeout or self.heal_timeout)
             finally:
                 self._healing = False
 
-    def _heal(self, wait: bool, timeout: float) -> None:
-        t0 = time.monotonic()
-        had_faults = bool(self._active)
-        for key in F.UNDO_ORDER:  # across all faults: thaw every node before touching rules
-            for f in self._active:
-                F.undo(self.cluster, f, (key,))
-        swept = sweep(self.cluster)
-        for f in list(self._active):
-            self._finish(f)
-        self._save_state()
-        if wait and all(self.cluster.exists(n) for n in self.cluster.nodes()):
-            settle, self.settle = self.settle, (self.settle if had_faults or swept else 0.0)
-            try:
-                self.wait_whole(timeout)
-            finally:
-                self.settle = settle
-            log(f"healed; cluster whole after {time.monotonic() - t0:.1f}s")
-
     def restart_stuck(self, timeout: float | None = None, why: str = "") -> list[str]:
-        """What an operator does when the cluster does not recover by itself after
-        the heal: restart the nodes that do not serve (the broker says which), then wait
-        until whole (TimeoutError if still not): one operator event. Returns the nodes."""
-        c = self.cluster
-        stuck = c.stuck_nodes()
-
-        def restart() -> None:
-            for n in stuck:
-                if c.running(n):
-                    c.stop(n)
-                c.start(n)
-            self.wait_whole(timeout)
-        self.operator("restart", stuck, {"reason": why[:500]}, restart)
-        return stuck
+        """Restart the nodes that do not serve after the heal, as an operator would: one
+        operator event (``recovery.restart_stuck``). Returns the nodes."""
+        return recovery.restart_stuck(self, timeout, why)
 
     def operator(self, action: str, targets: list[str], details: dict, act: Callable[[], Any]) -> Any:
-        """Run ``act``, something the harness does to the cluster that is not the scenario's
-        fault (an operator's restart, a stale partition's repair, an election it asks for),
-        as an operator event in nemesis.jsonl with its times: the run is then not self-healed,
-        and no measurement that decides a verdict is taken over its window (harness.windows)."""
-        t, error = self.clock.now(), None
-        try:
-            return act()
-        except BaseException as e:
-            error = f"{type(e).__name__}: {e}"[:500]
-            raise
-        finally:
-            rec = {"fault": OPERATOR, "action": action, "targets": list(targets), "t_start": round(t, 3),
-                   "t_end": round(self.clock.now(), 3), "details": {**details, **({"error": error} if error else {})}}
-            self.operator_events.append(rec)
-            self._write(rec)
-            log(f"operator event: {action} {list(targets)} ({rec['t_end'] - rec['t_start']:.1f}s)")
+        """Run ``act`` as an operator event: the harness's hand on the cluster, not the
+        scenario's fault (``recovery.operator``)."""
+        return recovery.operator(self, action, targets, details, act)
 
     def wait_whole(self, timeout: float | None = None) -> None:
-        """Until the broker says the cluster serves again, steadily; a recovery the broker
-        needed on the way is run and recorded as a finding."""
-        self.cluster.wait_whole(timeout or self.heal_timeout, self._steady, self._recover,
-                                stale_after=self.stale_after)
-
-    def _steady(self, cond: Any) -> Any:
-        """``cond`` made to hold for ``settle`` seconds in a row (for ``wait_until``); a flap
-        (whole, then not) is logged, since it is the broker's behaviour worth knowing."""
-        since: list[float | None] = [None]
-
-        def check() -> bool:
-            gone = self.cluster.exited()  # every fault is lifted: nothing holds a node down
-            if gone:
-                raise NodeExitedError("; ".join(f"{n} failed by itself ({why})" for n, why in gone.items()))
-            try:
-                ok = bool(cond())
-            except Exception:  # noqa: BLE001 - an unanswered check means "not whole yet"
-                ok = False
-            now = time.monotonic()
-            if not ok:
-                if since[0] is not None:
-                    log(f"cluster looked whole for {now - since[0]:.1f}s, then not: waiting again")
-                since[0] = None
-                return False
-            since[0] = since[0] or now
-            return now - since[0] >= self.settle
-        return check
-
-    def _recover(self, finding: dict, action: Any) -> None:
-        """Run a recovery step the broker needed after the heal: an operator event, and the
-        finding that made it necessary in findings.jsonl."""
-        finding = {**finding, "t": self.clock.now()}
-        self.operator(finding.get("recovery") or finding.get("finding") or "recover",
-                      [finding["node"]] if finding.get("node") else [], finding, action)
-        self.findings.append(finding)
-        if self.run_dir is not None:
-            with JsonlWriter(self.run_dir / FINDINGS_FILE) as w:
-                w.write(finding)
-
-
-def sweep(cluster: Any) -> dict[str, str]:
-    """Whatever anything left: thaw frozen containers, remove every project rule, chain and
-    qdisc (on every node at once), start stopped nodes (ZooKeeper before brokers: ``nodes()``
-    order). Returns what was done per node."""
-    done: dict[str, str] = {}
-    states = cluster.node_states()
-    for n, st in states.items():
-        if st == "paused":
-            cluster.unpause(n)
-            done[n] = "unpaused"
-    live = [n for n, st in states.items() if st != "stopped"]
-    if live:
-        with ThreadPoolExecutor(len(live)) as pool:
-            list(pool.map(lambda n: net.clear_node(cluster, n), live))
-    for n, st in states.items():
-        if st == "stopped":
-            cluster.start(n)
-            done[n] = "started"
-    return done
+        """Until the broker says the cluster serves again, steadily (``recovery.wait_whole``)."""
+        recovery.wait_whole(self, timeout)
 
 
 def heal_run_dir(run_dir: str | os.PathLike, wait: bool = True) -> dict | None:

@@ -2,6 +2,12 @@
 exactly what will be done and how to undo it) and then executed. The plan is saved in the
 state file *before* any side effect, so a harness killed mid-fault leaves enough behind for
 ``mqchaos heal`` to undo it.
+
+``FAULT_TYPES`` is the one registry of fault kinds (Jepsen's nemesis/combined.clj packages:
+a fault, what lifts it and what it needs travel as one value). Every other table of fault
+names derives from it: the names a schedule may use (``FAULTS``), the steps that end faults
+rather than start one (``CLOSING``), the faults whose targets are a cut (``CUTS``), a step's
+default targets, the capabilities a broker must have, the load-time target checks.
 """
 from __future__ import annotations
 
@@ -9,17 +15,15 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
+from harness.brokers.protocol import KILL, PAUSE, POWER_LOSS, RESTART_APP, START, STOP, WIPE
 from nemesis import grudge as g
 from nemesis import net
-from nemesis.targets import TargetError, grudge_for, resolve
-
-# Targets of a step that names none: one seeded random broker, never "every broker" by accident
-DEFAULT_TARGETS = {"partition": "random_halves", "loss": "random_halves", "rolling_restart": "brokers",
-                   "start": "all", "unpause": "all"}
+from nemesis.targets import TargetError, grudge_for, nodes_problems, resolve, spec_problems
 
 # undo keys, in the order a heal runs them: thaw first (a frozen container runs no iptables),
 # then lift network faults, then start what was stopped
 UNDO_ORDER = ("unpause", "rules", "tbf", "start")
+ALL = "all"  # what a heal step closes: every fault, whatever lifts it
 
 
 @dataclass
@@ -88,8 +92,8 @@ def ports_problems(fault: str, params: dict, ports: Mapping[str, tuple[int, ...]
     names = params.get("ports")
     if names is None:
         return []
-    if fault != "partition":
-        return [f"params.ports: only a partition cuts by port, not {fault}"]
+    if not (fault in FAULT_TYPES and FAULT_TYPES[fault].by_port):
+        return [f"params.ports: only a {'/'.join(BY_PORT)} cuts by port, not {fault}"]
     items = [names] if isinstance(names, str) else names
     if not isinstance(items, list) or not items or not all(isinstance(n, str) for n in items):
         return [f"params.ports: a traffic name or a list of them, not {names!r}"]
@@ -107,11 +111,12 @@ def port_numbers(fault: str, params: dict, ports: Mapping[str, tuple[int, ...]])
 
 
 def plan_partition(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    """A cut (partition, or loss with ``params.probability``): the grudge and its rules."""
     grudge = grudge_for(ctx.cluster, spec, ctx.rng, ctx.subject)
     addr = _addr_of(ctx)
     prob = params.get("probability")
     ports = port_numbers(f.fault, params, ctx.cluster.ports)
-    if f.fault == "loss":
+    if f.fault == LOSS:  # the one cut that drops at random rather than every packet
         if prob is None:
             raise TargetError("loss needs params.probability")
         rules = net.loss_rules(grudge, addr, f.id, float(prob))
@@ -137,7 +142,7 @@ def plan_partition(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
 def plan_bandwidth(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
     if "rate" not in params:
         raise TargetError("bandwidth needs params.rate (e.g. 1mbit)")
-    nodes = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.subject), "bandwidth")
+    nodes = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.subject), f.fault)
     tbf = {n: net.tbf_spec(net.default_dev(ctx.cluster, n), str(params["rate"]),
                            str(params.get("burst", "32kbit")), str(params.get("latency", "400ms")))
            for n in nodes}
@@ -146,28 +151,59 @@ def plan_bandwidth(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
     f.undo["tbf"] = tbf
 
 
-def plan_nodes(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+def _plan_on_nodes(ctx: Ctx, f: Fault, spec: Any, params: dict, undo_key: str | None) -> None:
     f.targets = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.subject), f.fault)
-    undo = {"kill": "start", "stop": "start", "pause": "unpause", "power_loss": "start"}.get(f.fault)
-    if f.fault == "wipe" and not params.get("start", True):
-        undo = "start"
-    if undo:
-        f.undo[undo] = list(f.targets)
-    f.instant = undo is None
+    if undo_key:
+        f.undo[undo_key] = list(f.targets)
+    f.instant = undo_key is None
     # read before t_start is stamped, so the fault's start stays the moment it acts
     seen = {n: s for n in f.targets if (s := ctx.cluster.seen_before(f.fault, n, params))}
     if seen:
         f.details["seen"] = seen
 
 
-PLANNERS: dict[str, Callable[[Ctx, Fault, Any, dict], None]] = {
-    "partition": plan_partition, "loss": plan_partition, "bandwidth": plan_bandwidth,
-    **{k: plan_nodes for k in ("kill", "stop", "pause", "wipe", "power_loss", "restart", "restart_app",
-                               "rolling_restart")},
-}
+def plan_nodes(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    """A fault on nodes: lifted by its type's ``undo_key``, or over once done (instant)."""
+    _plan_on_nodes(ctx, f, spec, params, FAULT_TYPES[f.fault].undo_key)
 
 
-# ---- executing -----------------------------------------------------------------------------
+def plan_wipe(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    """A wipe restarts the node by itself (instant), unless ``start: false`` leaves it
+    stopped: then, like a kill, a later start lifts it."""
+    _plan_on_nodes(ctx, f, spec, params, None if params.get("start", True) else FAULT_TYPES[f.fault].undo_key)
+
+
+# ---- executing: each acts, then records the evidence that it took effect ---------------------
+def execute(ctx: Ctx, f: Fault, params: dict) -> None:
+    FAULT_TYPES[f.fault].execute(ctx, f, params)
+
+
+def _cut(ctx: Ctx, f: Fault, params: dict) -> None:
+    # its evidence (packets dropped) is read when the rules are lifted: count_dropped
+    if f.undo.get("rules"):
+        net.apply_rules(ctx.cluster, f.undo["rules"])
+
+
+def _limit(ctx: Ctx, f: Fault, params: dict) -> None:
+    for node, spec in (f.undo.get("tbf") or {}).items():
+        ctx.cluster.exec(node, ["tc", "qdisc", "replace", *spec], timeout=30)
+    if f.undo.get("tbf"):
+        prove(f, {"qdisc": sorted(f.undo["tbf"])}, True)  # tc refused otherwise
+
+
+NodeAction = Callable[[Ctx, str, dict, Fault], None]
+Evidence = Callable[[Ctx, Fault], None]
+
+
+def _each(action: NodeAction, evidence: Evidence) -> Callable[[Ctx, Fault, dict], None]:
+    """A fault that acts on its targets one after the other, in order, then shows its effect."""
+    def run(ctx: Ctx, f: Fault, params: dict) -> None:
+        for node in f.targets:
+            action(ctx, node, params, f)
+        evidence(ctx, f)
+    return run
+
+
 def _restart(ctx: Ctx, node: str, params: dict) -> dict:
     step = {"node": node, "stop": ctx.now()}
     ctx.cluster.stop(node, timeout=float(params.get("timeout", 60)))
@@ -177,22 +213,6 @@ def _restart(ctx: Ctx, node: str, params: dict) -> dict:
         ctx.cluster.wait_rejoined(node, float(params.get("rejoin_timeout", 180)))
         step["rejoined"] = ctx.now()
     return step
-
-
-def execute(ctx: Ctx, f: Fault, params: dict) -> None:
-    c = ctx.cluster
-    if f.undo.get("rules"):
-        net.apply_rules(c, f.undo["rules"])
-    for node, spec in (f.undo.get("tbf") or {}).items():
-        c.exec(node, ["tc", "qdisc", "replace", *spec], timeout=30)
-    for node in f.targets if f.fault in NODE_ACTIONS else []:
-        NODE_ACTIONS[f.fault](ctx, node, params, f)
-    if f.fault in GROUP_ACTIONS:
-        GROUP_ACTIONS[f.fault](ctx, f.targets, params, f)
-    if f.fault in NODE_ACTIONS or f.fault in GROUP_ACTIONS:
-        _node_evidence(ctx, f)
-    if f.undo.get("tbf"):
-        prove(f, {"qdisc": sorted(f.undo["tbf"])}, True)  # tc refused otherwise
 
 
 def _wipe(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
@@ -208,38 +228,32 @@ def _rolling(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
     f.details.setdefault("sequence", []).append(_restart(ctx, node, params))
 
 
-NODE_ACTIONS: dict[str, Callable[[Ctx, str, dict, Fault], None]] = {
-    "kill": lambda ctx, n, p, f: ctx.cluster.kill(n),
-    "stop": lambda ctx, n, p, f: ctx.cluster.stop(n, timeout=float(p.get("timeout", 60))),
-    "pause": lambda ctx, n, p, f: ctx.cluster.pause(n),
-    "wipe": _wipe,
-    "restart": _rolling,
-    "rolling_restart": _rolling,
-    "restart_app": lambda ctx, n, p, f: ctx.cluster.restart_app(n),
-}
+def _kill(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
+    ctx.cluster.kill(node)
 
-def _power_loss(ctx: Ctx, nodes: list[str], params: dict, f: Fault) -> None:
+
+def _stop(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
+    ctx.cluster.stop(node, timeout=float(params.get("timeout", 60)))
+
+
+def _pause(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
+    ctx.cluster.pause(node)
+
+
+def _restart_app(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
+    ctx.cluster.restart_app(node)
+
+
+def _power_loss(ctx: Ctx, f: Fault, params: dict) -> None:
     # every target at the same instant (all replicas of a partition losing power together is
     # the point), so not node by node
-    f.details["dropped"] = ctx.cluster.power_off(nodes)
-
-
-# Faults that act on all their targets at once.
-GROUP_ACTIONS: dict[str, Callable[[Ctx, list[str], dict, Fault], None]] = {"power_loss": _power_loss}
-
-# What each fault asks of the broker's nodes (harness.brokers.base capabilities): a scenario
-# whose broker lacks one is refused at validation, before anything runs.
-NEEDS: dict[str, frozenset[str]] = {
-    "kill": frozenset({"kill", "start"}), "stop": frozenset({"stop", "start"}),
-    "pause": frozenset({"pause"}), "unpause": frozenset({"pause"}),
-    "wipe": frozenset({"wipe", "start"}), "start": frozenset({"start"}),
-    "restart": frozenset({"stop", "start"}), "rolling_restart": frozenset({"stop", "start"}),
-    "restart_app": frozenset({"restart_app"}), "power_loss": frozenset({"power_loss", "start"}),
-}
-
-
-def missing_capabilities(fault: str, capabilities: frozenset[str]) -> list[str]:
-    return sorted(NEEDS.get(fault, frozenset()) - capabilities)
+    f.details["dropped"] = ctx.cluster.power_off(f.targets)
+    c = ctx.cluster
+    down = {n: not c.running(n) and not c.paused(n) for n in f.targets}
+    dropped = f.details.get("dropped") or {}
+    prove(f, {"down": down, "unsynced_bytes_dropped": {n: (dropped.get(n) or {}).get("unsynced_bytes")
+                                                       for n in f.targets}},
+          all(down.values()) and set(dropped) == set(f.targets))
 
 
 # ---- evidence: what shows that a fault took effect -----------------------------------------
@@ -271,26 +285,29 @@ def count_dropped(cluster: Any, f: Fault, rules: dict) -> None:
     f.details["effective"] = True if sum(seen.values()) > 0 else (None if unread else False)
 
 
-def _node_evidence(ctx: Ctx, f: Fault) -> None:
-    """A node fault's evidence: the container's state right after the action."""
-    c = ctx.cluster
-    if f.fault == "power_loss":
-        down = {n: not c.running(n) and not c.paused(n) for n in f.targets}
-        dropped = f.details.get("dropped") or {}
-        prove(f, {"down": down, "unsynced_bytes_dropped": {n: (dropped.get(n) or {}).get("unsynced_bytes")
-                                                           for n in f.targets}},
-              all(down.values()) and set(dropped) == set(f.targets))
-    elif f.fault in ("kill", "stop") or (f.fault == "wipe" and "start" in f.undo):
-        down = {n: not c.running(n) and not c.paused(n) for n in f.targets}
-        prove(f, {"down": down}, all(down.values()))
-    elif f.fault == "pause":
-        frozen = {n: c.paused(n) for n in f.targets}
-        prove(f, {"frozen": frozen}, all(frozen.values()))
-    elif f.fault in ("restart", "rolling_restart"):
-        seq = f.details.get("sequence") or []
-        prove(f, {"restarted": [s["node"] for s in seq if "start" in s]}, len(seq) == len(f.targets))
-    elif f.fault in ("wipe", "restart_app"):
-        prove(f, {"done": list(f.targets)}, True)  # the action raised otherwise
+def _down(ctx: Ctx, f: Fault) -> None:
+    """The containers' state right after the action: not running (and not frozen)."""
+    down = {n: not ctx.cluster.running(n) and not ctx.cluster.paused(n) for n in f.targets}
+    prove(f, {"down": down}, all(down.values()))
+
+
+def _frozen(ctx: Ctx, f: Fault) -> None:
+    frozen = {n: ctx.cluster.paused(n) for n in f.targets}
+    prove(f, {"frozen": frozen}, all(frozen.values()))
+
+
+def _restarted(ctx: Ctx, f: Fault) -> None:
+    seq = f.details.get("sequence") or []
+    prove(f, {"restarted": [s["node"] for s in seq if "start" in s]}, len(seq) == len(f.targets))
+
+
+def _done(ctx: Ctx, f: Fault) -> None:
+    prove(f, {"done": list(f.targets)}, True)  # the action raised otherwise
+
+
+def _wiped(ctx: Ctx, f: Fault) -> None:
+    # a wipe left stopped can show it; one that restarted the node only that it was done
+    (_down if FAULT_TYPES[f.fault].undo_key in f.undo else _done)(ctx, f)
 
 
 def undo(cluster: Any, f: Fault, keys: tuple[str, ...] = UNDO_ORDER) -> None:
@@ -310,3 +327,81 @@ def undo(cluster: Any, f: Fault, keys: tuple[str, ...] = UNDO_ORDER) -> None:
             for n in todo:
                 (cluster.unpause if key == "unpause" else cluster.start)(n)
             f.undo[key] = [n for n in pending if n not in todo]
+
+
+# ---- the registry ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FaultType:
+    """Everything the harness knows of one kind of fault, in one place."""
+    name: str
+    # resolve the targets and write down what will be done and undone (None: a closing step)
+    plan: Callable[[Ctx, Fault, Any, dict], None] | None = None
+    # act on the planned fault, then record the evidence that it took effect
+    execute: Callable[[Ctx, Fault, dict], None] | None = None
+    undo_key: str | None = None  # the part of Fault.undo (UNDO_ORDER) that lifts it; None: instant
+    closes: str | None = None  # a step that ends earlier faults: the undo key it lifts, ALL: a heal
+    default_targets: str = "random:1"  # a step naming none: one seeded broker, never all by accident
+    needs: frozenset[str] = frozenset()  # node-control capabilities (harness.brokers.protocol)
+    cut: bool = False  # its targets are a partition spec (nemesis.targets.grudge_for), not nodes
+    by_port: bool = False  # params.ports may narrow the cut to the broker's named traffic
+    fs: str | None = None  # the file system its nodes' data directories must be served by
+    does: str = ""  # what it does, in a few words (errors)
+
+
+def _registry(*types: FaultType) -> dict[str, FaultType]:
+    names = [t.name for t in types]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # one definition per fault name
+        raise ValueError(f"fault types defined twice: {twice}")
+    return {t.name: t for t in types}
+
+
+LOSS = "loss"
+# In the order the schedule's errors list them.
+FAULT_TYPES: dict[str, FaultType] = _registry(
+    FaultType("partition", plan_partition, _cut, "rules", default_targets="random_halves", cut=True,
+              by_port=True, does="cuts links"),
+    FaultType(LOSS, plan_partition, _cut, "rules", default_targets="random_halves", cut=True,
+              does="drops a share of the packets on links"),
+    FaultType("bandwidth", plan_bandwidth, _limit, "tbf", does="limits the nodes' egress"),
+    FaultType("kill", plan_nodes, _each(_kill, _down), "start",
+              needs=frozenset({KILL, START}), does="kills the nodes"),
+    FaultType("stop", plan_nodes, _each(_stop, _down), "start", needs=frozenset({STOP, START}),
+              does="stops the nodes"),
+    FaultType("pause", plan_nodes, _each(_pause, _frozen), "unpause",
+              needs=frozenset({PAUSE}), does="freezes the nodes"),
+    FaultType("wipe", plan_wipe, _each(_wipe, _wiped), "start", needs=frozenset({WIPE, START}),
+              does="wipes the nodes' data"),
+    FaultType("power_loss", plan_nodes, _power_loss, "start", needs=frozenset({POWER_LOSS, START}), fs="lazy",
+              does="cuts the power"),
+    FaultType("start", closes="start", default_targets="all", needs=frozenset({START}), does="starts nodes"),
+    FaultType("unpause", closes="unpause", default_targets="all", needs=frozenset({PAUSE}), does="thaws nodes"),
+    FaultType("restart", plan_nodes, _each(_rolling, _restarted), needs=frozenset({STOP, START}),
+              does="restarts the nodes"),
+    FaultType("restart_app", plan_nodes, _each(_restart_app, _done),
+              needs=frozenset({RESTART_APP}), does="restarts the broker application"),
+    FaultType("rolling_restart", plan_nodes, _each(_rolling, _restarted), default_targets="brokers",
+              needs=frozenset({STOP, START}), does="restarts the nodes one by one"),
+    FaultType("heal", closes=ALL, does="lifts every fault"),
+)
+
+# ---- the tables derived from it --------------------------------------------------------------
+FAULTS = tuple(FAULT_TYPES)  # every name a schedule step may use
+# steps that end earlier faults rather than start one (faults are numbered f1, f2, ... without them)
+CLOSING = tuple(n for n, t in FAULT_TYPES.items() if t.closes)
+CUTS = tuple(n for n, t in FAULT_TYPES.items() if t.cut)
+BY_PORT = tuple(n for n, t in FAULT_TYPES.items() if t.by_port)
+
+
+def missing_capabilities(fault: str, capabilities: frozenset[str]) -> list[str]:
+    """What the fault asks of the broker's nodes that they cannot do (refused at load time)."""
+    return sorted((FAULT_TYPES[fault].needs if fault in FAULT_TYPES else frozenset()) - capabilities)
+
+
+def targets_problems(fault: str, targets: Any, nodes: list[str], roles: dict,
+                     absent: dict[str, str] | None = None) -> list[str]:
+    """What is wrong with a step's ``targets``: a partition spec for a cut, else nodes."""
+    if targets is None:
+        return []
+    check = spec_problems if fault in CUTS else nodes_problems
+    return check(targets, nodes, roles, absent)

@@ -28,10 +28,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-FAULTS = ("partition", "loss", "bandwidth", "kill", "stop", "pause", "wipe", "power_loss", "start",
-          "unpause", "restart", "restart_app", "rolling_restart", "heal")
-# steps that end earlier faults rather than start one (faults are numbered f1, f2, ... without them)
-CLOSING = ("start", "unpause", "heal")
+from harness.spec import read_yaml
+from nemesis.faults import FAULTS
+
 MAX_STEPS = 10_000  # generators are bounded by count/until; this is the backstop
 
 
@@ -184,10 +183,9 @@ def parse(data: Any) -> list[Step]:
 
 
 def load(path: str) -> list[Step]:
-    """Steps from a YAML file holding a schedule (or a scenario with a ``nemesis:`` key)."""
-    import yaml
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
+    """Steps from a YAML file holding a schedule (or a scenario with a ``nemesis:`` key),
+    read as scenario files are (YAML 1.2: a cycle's ``on:`` / ``off:`` are never booleans)."""
+    data = read_yaml(path)
     if isinstance(data, dict) and "nemesis" in data:
         data = data["nemesis"]
     return parse(data)

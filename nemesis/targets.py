@@ -24,7 +24,7 @@ import difflib
 import random
 from typing import Any, Iterable
 
-from harness.brokers.base import RoleError
+from harness.brokers.protocol import RoleError
 from nemesis import grudge as g
 
 ROLE_HELP = __doc__
@@ -192,16 +192,20 @@ def expr_problems(expr: Any, nodes: list[str], roles: dict, absent: dict[str, st
     return [f"unknown target {expr!r}{_near(role, [*nodes, *KEYWORDS, *roles, 'random', 'others'])}"]
 
 
-def targets_problems(fault: str, targets: Any, nodes: list[str], roles: dict,
-                     absent: dict[str, str] | None = None) -> list[str]:
-    """What is wrong with a step's ``targets`` (a partition spec for partition and loss)."""
-    if targets is None:
-        return []
-    if fault not in ("partition", "loss"):
-        items = [targets] if isinstance(targets, str) else targets
-        if not isinstance(items, list):
-            return [f"targets must be a target or a list of them, not {targets!r}"]
-        return [p for item in items for p in expr_problems(item, nodes, roles, absent)]
+def nodes_problems(targets: Any, nodes: list[str], roles: dict,
+                   absent: dict[str, str] | None = None) -> list[str]:
+    """What is wrong with a node fault's ``targets``: a target expression or a list of them.
+    (Which faults take nodes and which a partition spec is the fault registry's:
+    ``nemesis.faults.targets_problems``.)"""
+    items = [targets] if isinstance(targets, str) else targets
+    if not isinstance(items, list):
+        return [f"targets must be a target or a list of them, not {targets!r}"]
+    return [p for item in items for p in expr_problems(item, nodes, roles, absent)]
+
+
+def spec_problems(targets: Any, nodes: list[str], roles: dict,
+                  absent: dict[str, str] | None = None) -> list[str]:
+    """What is wrong with a cut's ``targets``: a partition spec (``grudge_for``)."""
     if isinstance(targets, str):
         return [] if targets in SPEC_NAMES else [f"unknown partition {targets!r}{_near(targets, SPEC_NAMES)}"]
     if not isinstance(targets, dict) or len(targets) != 1:

@@ -6,6 +6,9 @@ import pytest
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 sys.path.insert(0, os.path.dirname(__file__))
 
+# the fakes' fixtures, for every test module (tests/fakes.py)
+from fakes import fake_batch, fake_runs  # noqa: E402,F401
+
 
 @pytest.fixture(scope="session")
 def spark():

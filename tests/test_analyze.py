@@ -20,8 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+import helpers
 import reference
-import synth
+from checkers import synth
 from checkers.analyze import analyze, broker_version, find_runs
 from checkers.history import convert
 from harness.cli import main as cli
@@ -76,7 +77,7 @@ def tree(tmp_path_factory, spark):
         produce, consume, _, planted = synth.build(
             rng, producers=2, per_producer=80, consumers=2, lost=lost, duplicated=dup,
             outage=outage, kafka=broker == "kafka")
-        d = synth.write_results_run(root, sc, at, produce, consume, broker=broker, version=ver, held=held)
+        d = helpers.write_results_run(root, sc, at, produce, consume, broker=broker, version=ver, held=held)
         assert len(planted.lost) == lost and len(planted.duplicated) == dup
         if sc in CONVERTED:
             convert(spark, str(d))
@@ -90,7 +91,7 @@ def tree(tmp_path_factory, spark):
                                         "absent": "none"}[held], "dir": d})
     # A run that crashed mid-line (truncated last line of each file): counted, still checked.
     produce, consume, _, _ = synth.build(random.Random(7), producers=2, per_producer=80, lost=2)
-    d = synth.write_results_run(root, "Q1-quorum", "2026-11-22T09:00:00+00:00", produce, consume,
+    d = helpers.write_results_run(root, "Q1-quorum", "2026-11-22T09:00:00+00:00", produce, consume,
                                 version="3.12.1", held=True, truncate_last=True)
     ref = reference.check(d)
     assert ref["malformed_lines"] == 2
@@ -100,20 +101,20 @@ def tree(tmp_path_factory, spark):
                      "unavailable_s": round(sum(z - a for a, z in ref["unavailable"]), 3),
                      "prediction": "held", "dir": d})
     # A harness error (cluster never healthy): no history; counted apart, never judged.
-    d = synth.write_results_run(root, "R9-pause-minority", "2026-11-22T05:00:00+00:00", [], [],
+    d = helpers.write_results_run(root, "R9-pause-minority", "2026-11-22T05:00:00+00:00", [], [],
                                 version="3.12.1", status="harness-error", history=False,
                                 error="TimeoutError: cluster never became healthy")
     expected.append({"scenario": "R9-pause-minority", "version": "3.12.1", "date": "2026-11-22",
                      "category": "harness_error", "dir": d})
     # Interrupted (Ctrl-C): its partial history is not judged.
     produce, consume, _, _ = synth.build(random.Random(8), per_producer=20, lost=3)
-    d = synth.write_results_run(root, "Q1-quorum", "2026-11-22T10:00:00+00:00", produce, consume,
+    d = helpers.write_results_run(root, "Q1-quorum", "2026-11-22T10:00:00+00:00", produce, consume,
                                 version="3.12.1", status="interrupted")
     expected.append({"scenario": "Q1-quorum", "version": "3.12.1", "date": "2026-11-22",
                      "category": "incomplete", "dir": d})
     # Completed, but the produce file is missing: an error in the summary, not a crash.
     produce, consume, _, _ = synth.build(random.Random(9), per_producer=20)
-    d = synth.write_results_run(root, "K7-leader-cut", "2026-11-22T11:00:00+00:00", produce, consume,
+    d = helpers.write_results_run(root, "K7-leader-cut", "2026-11-22T11:00:00+00:00", produce, consume,
                                 broker="kafka", version="3.9.1", link_latest=False)
     for f in (d / "history").glob("produce*.jsonl"):
         f.unlink()

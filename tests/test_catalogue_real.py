@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.batch import SCENARIO_DIR, run_batch
-from harness.brokers.base import CPU_SHARES_BACKGROUND, CPU_SHARES_NORMAL
+from harness.brokers.compose import CPU_SHARES_BACKGROUND, CPU_SHARES_NORMAL
 
 pytestmark = pytest.mark.docker
 

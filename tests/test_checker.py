@@ -7,34 +7,18 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import reference
-import synth
+from checkers import synth
 from checkers.check import check_runs
 from checkers.history import open_runs
 from harness.cli import main as cli
+from helpers import COMPARED, agree
 
 pytestmark = pytest.mark.spark
-
-COMPARED = ("attempted", "ok", "fail", "info", "produce_records", "delivered", "deliveries", "lost",
-            "duplicated", "duplicate_deliveries", "unexpected", "recovered", "recovered_fail",
-            "id_conflicts", "malformed_lines", "ordering_violations", "unavailable", "lost_window",
-            "unavailable_by_producer", "read_gaps", "lost_by_node", "lost_by_producer",
-            "kept_before_lost_last", "poison", "lost_poison", "lost_other", "dead_lettered", "gave_up",
-            "rejections")
-
 
 def run_checker(spark, dirs, ordering=None, threshold=1.0, parquet=True):
     runs, errors = open_runs([str(d) for d in dirs], prefer_parquet=parquet)
     assert not errors
     return check_runs(spark, runs, ordering=ordering, threshold=threshold)
-
-
-def agree(got: dict, ref: dict):
-    for k in COMPARED:
-        if k == "read_gaps" and got[k] is None:  # not computed on the large-input path
-            continue
-        assert got[k] == ref[k], (k, got[k], ref[k])
-    for k, ids in ref["samples"].items():
-        assert got["samples"][k] == ids, k
 
 
 def test_planted_anomalies_are_counted_exactly(spark, tmp_path):

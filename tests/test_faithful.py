@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from fakes import FakeRabbit
 from harness import expect
 from harness.brokers.kafka import observe as kafka_observe
 from harness.brokers.kafka import placement
@@ -19,7 +20,6 @@ from harness.verdicts import EXIT_UNKNOWN, run_exit_code, undecided
 from nemesis.core import Nemesis
 from nemesis.schedule import ScheduleError
 from nemesis.schedule import parse as parse_schedule
-from test_grudge import FakeRabbit
 
 
 # ---- when: the state a fault needs, observed before it acts -------------------------------

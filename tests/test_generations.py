@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness import brokers, images, rows, store
-from harness.brokers.base import choose_version, image_ref, version_env
+from harness.brokers.generations import choose_version, image_ref, version_env
 from harness.scenario import ScenarioError, load, parse, parse_recorded, versions_option
 from harness.verdicts import EXIT_UNKNOWN, NOT_APPLICABLE, undecided
 
@@ -368,9 +368,9 @@ def test_kraft_nodes_are_combined_voters_with_an_advertised_controller_listener(
 
 
 def test_kraft_conf_has_a_cluster_id_and_4x_a_log4j2_file(tmp_path, monkeypatch):
-    import harness.brokers.base as base
+    import harness.brokers.compose as compose
 
-    monkeypatch.setattr(base, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(compose, "STATE_DIR", tmp_path)
     k = KAFKA.cluster()
     for version, cid, log4j2 in (("3.9", False, False), ("3.9-kraft", True, False), ("4.1", True, True)):
         cfg = KAFKA.settings({})

@@ -10,10 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.brokers.base import Cluster
-from harness.brokers.kafka.cluster import ZooKeeperCluster
+from fakes import FakeKafka, FakeRabbit
 from harness.brokers.rabbitmq.cluster import RabbitCluster
-from harness.util import wait_until
 from nemesis import grudge as g
 from nemesis import net
 from nemesis.schedule import ScheduleError, Step, cycle, parse, random_faults
@@ -341,43 +339,7 @@ def test_random_schedule_is_seeded_bounded_and_non_overlapping(seed):
         assert x.at + x.duration <= y.at
 
 
-# ---- target resolution against a fake cluster --------------------------------------------
-class FakeKafka:
-    """Kafka's roles (the plug-in's own table) over a fixed topology."""
-    kind = "kafka"
-    project = "fake"
-    roles = ZooKeeperCluster.roles
-    seen_before, node_states = Cluster.seen_before, Cluster.node_states
-
-    def role(self, name, arg):
-        if name in ("zk", "controller"):
-            return self.zk_nodes() if name == "zk" else [self.controller()]
-        topic, _, part = arg.partition("/")
-        found = getattr(self, name)(topic, int(part or 0))
-        return found if isinstance(found, list) else [found]
-
-    def nodes(self):
-        return ["zk1", "zk2", "zk3", "kafka1", "kafka2", "kafka3"]
-
-    def brokers(self):
-        return ["kafka1", "kafka2", "kafka3"]
-
-    def zk_nodes(self):
-        return ["zk1", "zk2", "zk3"]
-
-    def leader(self, topic, p=0):
-        return {"t": "kafka2"}[topic]
-
-    def followers(self, topic, p=0):
-        return ["kafka1", "kafka3"]
-
-    def isr(self, topic, p=0):
-        return ["kafka2", "kafka1", "kafka3"]
-
-    def controller(self):
-        return "kafka3"
-
-
+# ---- target resolution against a fake cluster (tests/fakes.py) ----------------------------
 def test_roles_resolve_at_call_time():
     c, rng = FakeKafka(), random.Random(1)
     assert resolve(c, "leader:t/0", rng) == ["kafka2"]
@@ -412,78 +374,7 @@ def test_leader_cut_from_zookeeper_grudge():
         grudge_for(FakeKafka(), {"partial": ["zk", "kafka1"]}, random.Random(0))
 
 
-# ---- the Nemesis's bookkeeping against a fake cluster -------------------------------------
-class FakeRabbit:
-    """Records what would be done; every node answers; addresses are fixed."""
-    kind = "rabbitmq"
-    project = "fake"
-    roles, ports = RabbitCluster.roles, RabbitCluster.ports
-    seen_before, node_states = Cluster.seen_before, Cluster.node_states
-
-    def role(self, name, arg):
-        return ["rabbit2"]  # the queue's master
-
-    def wait_whole(self, timeout, steady, record, stale_after=None):
-        wait_until(steady(self.healthy), timeout, "fake cluster whole", 0.05)
-
-    def close(self):
-        pass
-
-    def __init__(self, tmp_path):
-        self.calls: list[tuple] = []
-        self.state = {n: "running" for n in self.nodes()}
-        self.tmp = tmp_path
-
-    def nodes(self):
-        return ["rabbit1", "rabbit2", "rabbit3"]
-
-    brokers = nodes
-
-    def conf_dir(self):
-        return self.tmp
-
-    def address(self, n):
-        return f"10.0.0.{n[-1]}"
-
-    def gateway(self):
-        return "10.0.0.254"
-
-    def exists(self, n):
-        return True
-
-    def running(self, n):
-        return self.state[n] == "running"
-
-    def paused(self, n):
-        return self.state[n] == "paused"
-
-    def exec(self, node, cmd, check=True, timeout=60):
-        self.calls.append(("exec", node, cmd[-1]))
-        return 0, ""
-
-    def kill(self, n):
-        self.calls.append(("kill", n))
-        self.state[n] = "exited"
-
-    def start(self, n):
-        self.calls.append(("start", n))
-        self.state[n] = "running"
-
-    def pause(self, n):
-        self.calls.append(("pause", n))
-        self.state[n] = "paused"
-
-    def unpause(self, n):
-        self.calls.append(("unpause", n))
-        self.state[n] = "running"
-
-    def healthy(self):
-        return all(s == "running" for s in self.state.values())
-
-    def exited(self):
-        return {n: "exit 1: BOOT FAILED" for n, s in self.state.items() if s == "dead"}
-
-
+# ---- the Nemesis's bookkeeping against a fake cluster (tests/fakes.py) ---------------------
 def test_nemesis_records_and_heals(tmp_path):
     from harness.history import RunClock
     from nemesis.core import LOG_FILE, STATE_FILE, Nemesis
@@ -562,7 +453,7 @@ def test_untargeted_steps_hit_one_seeded_broker(tmp_path):
 
 
 def test_static_target_check_takes_lists_as_resolve_does():
-    from nemesis.targets import targets_problems
+    from nemesis.faults import targets_problems
     nodes, roles = ["rabbit1", "rabbit2", "rabbit3"], RabbitCluster.roles
     assert targets_problems("partition", {"components": [["rabbit1"], ["rabbit2", "rabbit3"]]}, nodes, roles) == []
     assert targets_problems("partition", {"isolate": ["rabbit1", "queue_master"]}, nodes, roles) == []
@@ -606,7 +497,7 @@ def test_a_node_that_dies_by_itself_ends_the_heal_at_once(tmp_path):
     """A node that does not boot after the faults are lifted (RabbitMQ after a power loss,
     R14b) is not waited for until the heal timeout: the wait stops with what it died of."""
     import time
-    from harness.brokers.base import NodeExitedError
+    from harness.brokers.protocol import NodeExitedError
     from harness.history import RunClock
     from nemesis.core import Nemesis
     c = FakeRabbit(tmp_path)

@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from harness import brokers
-from harness.brokers.base import ClusterError
+from harness.brokers.protocol import ClusterError
 from harness.brokers.kafka import cluster as kcluster
 from harness.brokers.kafka import kraft, observe
 from harness.brokers.kafka.cluster import ForeignAnswer, answered_by, pinned_config

@@ -8,14 +8,14 @@ import json
 import random
 import shlex
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
 
+from fakes import FakeAdmin, fake_kraft
 from harness import brokers
-from harness.brokers import base
-from harness.brokers.base import RoleError
+from harness.brokers import compose
+from harness.brokers.protocol import ClusterError, RoleError
 from harness.brokers.kafka import kraft
 from harness.brokers.kafka.cluster import ZooKeeperCluster
 from harness.brokers.kafka.kraft_cluster import KRaftCluster
@@ -78,7 +78,7 @@ def test_the_version_picks_the_topology(version, cls, nodes, compose_file, monke
     services = yaml.safe_load((ROOT / "compose" / compose_file).read_text())["services"]
     assert sorted(services) == sorted(nodes)
     seen = []
-    monkeypatch.setattr(base, "run", lambda cmd, **kw: seen.append(cmd))
+    monkeypatch.setattr(compose, "run", lambda cmd, **kw: seen.append(cmd))
     c.compose("ps")
     files = [seen[0][i + 1] for i, a in enumerate(seen[0]) if a == "-f"]
     assert files[0] == str(ROOT / "compose" / compose_file)
@@ -88,7 +88,7 @@ def test_the_version_picks_the_topology(version, cls, nodes, compose_file, monke
 
 
 def test_a_cluster_already_up_is_found_by_its_recorded_version(tmp_path, monkeypatch):
-    monkeypatch.setattr(base, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(compose, "STATE_DIR", tmp_path)
     assert type(brokers.get_cluster("kafka")) is ZooKeeperCluster  # nothing recorded: the default
     c = KAFKA.cluster(version="4.1")
     monkeypatch.setattr(c, "compose", lambda *a, **k: None)
@@ -105,7 +105,7 @@ def test_a_cluster_refuses_to_bring_up_the_other_mode():
     c = KAFKA.cluster(version="4.1")
     cfg = KAFKA.settings({})
     cfg.version = "3.9"
-    with pytest.raises(base.ClusterError, match="Kafka 3.9 is not what a KRaftCluster brings up"):
+    with pytest.raises(ClusterError, match="Kafka 3.9 is not what a KRaftCluster brings up"):
         c.up(cfg)
 
 
@@ -134,49 +134,7 @@ def test_a_quorum_needs_a_majority_of_views_on_the_leader():
     assert kraft.active_controller({n: None for n in NODES}) == (None, None)
 
 
-# ---- a KRaft cluster over a fake docker exec and a fake AdminClient -------------------------
-
-class FakeAdmin:
-    """list_topics as confluent-kafka answers it: brokers by id, partitions by id, and the
-    broker that answered (every broker with the same view here: tests/test_kafka_views.py
-    gives them different ones)."""
-
-    def __init__(self, brokers: list[int], partitions: dict[str, list[tuple[int, int, list[int], list[int]]]]):
-        self.brokers, self.parts = brokers, partitions
-
-    def list_topics(self, topic=None, timeout=None, answering: int = -1):
-        topics = {t: SimpleNamespace(error=None, partitions={
-            pid: SimpleNamespace(id=pid, leader=leader, replicas=reps, isrs=isr) for pid, leader, reps, isr in ps})
-            for t, ps in self.parts.items() if topic in (None, t)}
-        return SimpleNamespace(brokers={b: SimpleNamespace(id=b) for b in self.brokers}, topics=topics,
-                               orig_broker_id=answering, orig_broker_name=f"127.0.0.1:{9091 + answering}/{answering}")
-
-    def pinned(self, node: str) -> SimpleNamespace:
-        """The client pinned to ``node``: its broker answers."""
-        bid = int(node.removeprefix("kafka"))
-        return SimpleNamespace(list_topics=lambda topic=None, timeout=None: self.list_topics(topic, timeout, bid))
-
-
-def fake_kraft(monkeypatch, states: dict[str, str | None], admin: FakeAdmin, version: str = "4.1",
-               logs: str = "", running: tuple[str, ...] = tuple(NODES)) -> KRaftCluster:
-    c = KAFKA.cluster(version=version)
-    calls: list[tuple[str, list[str]]] = []
-
-    def exec_(node, cmd, check=True, timeout=60, user=None):
-        calls.append((node, cmd))
-        if cmd[:1] == ["cat"] and cmd[1] == kraft.QUORUM_STATE:
-            text = states.get(node)
-            return (0, text) if text is not None else (1, f"Error response from daemon: {node} is paused")
-        raise AssertionError(f"unexpected exec {cmd}")
-    monkeypatch.setattr(c, "exec", exec_)
-    monkeypatch.setattr(c, "admin", lambda: admin)
-    monkeypatch.setattr(c, "node_admin", admin.pinned)
-    monkeypatch.setattr(c, "state", lambda n: {"Running": n in running, "Paused": False,
-                                               "StartedAt": "2026-11-24T10:00:00.5Z"})
-    monkeypatch.setattr(c, "logs", lambda n, tail=None, since=None: logs)
-    c.calls = calls
-    return c
-
+# ---- a KRaft cluster over a fake docker exec and a fake AdminClient (tests/fakes.py) --------
 
 def three_up() -> dict[str, str]:
     return {"kafka1": state_text(2, 3), "kafka2": state_text(2, 3), "kafka3": state_text(2, 3, v0=False)}

@@ -7,21 +7,19 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness import batch, brokers, rows, runner, store
+from fakes import StoredRun
+from harness import batch, brokers, rows, store
 from harness import matrix as M
-from harness.checking import Checker
 from harness.cli import main
 from harness.measures import Z95, percentile, wilson
-from harness.runner import Hooks
 from harness.scenario import matrix_versions_option
-from harness.verdicts import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, NOT_APPLICABLE, REFUSED, run_exit_code
+from harness.verdicts import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, NOT_APPLICABLE, REFUSED
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL = {k: list(brokers.get(k).generations) for k in brokers.KINDS}
@@ -330,98 +328,14 @@ def test_the_batchs_tables_name_each_rows_version_when_there_are_several():
 
 # ---- end to end, with a fake run loop ------------------------------------------------------------
 
-class FakeRun:
-    """The run loop as a batch sees it, writing a synthetic run directory: run.json, check.json
-    with the figures planted for (scenario, version, repeat) in ``plan``."""
-    plan: dict = {}
-    ran: list = []
-
-    def __init__(self, sc, *, results=None, check=False, keep_cluster=False, hooks=None):
-        self.sc, self.hooks = sc, hooks or Hooks()
-        self.dir = store.new_run_dir(sc.name, results)
-        self.info = {"scenario": sc.name, "id": sc.id, "broker": sc.broker, "params": sc.model_dump(mode="json"),
-                     "version": {"version": sc.version, "from": sc.version_source}, "status": "running",
-                     "phases": {}}
-        self.executed = threading.Event()
-        self.save_info()
-
-    def planted(self) -> dict:
-        rep = self.info.get("catalogue", {}).get("repeat", 0)
-        return FakeRun.plan.get((self.sc.name, self.sc.version, rep), {})
-
-    def prepare(self, background=False):
-        pass
-
-    def abandon(self):
-        self.info["status"] = "abandoned"
-        self.save_info()
-        self.executed.set()
-
-    def execute(self):
-        try:
-            FakeRun.ran.append((self.sc.name, self.sc.version, self.info["catalogue"]["repeat"]))
-            self.hooks.before_faults()
-            if self.planted().get("harness_error"):
-                self.info.update(status="harness-error", error="ClusterError: planted")
-            else:
-                self.info.update(status="completed", brokers={self.sc.broker: f"{self.sc.version}.1"})
-                self.hooks.history_closed(self)
-            self.info["phases"]["end"] = 1.0
-            self.save_info()
-            return EXIT_UNKNOWN
-        finally:
-            self.executed.set()
-
-    def check(self, spark):
-        p = self.planted()
-        lost = p.get("lost", 0)
-        return {"attempted": 120, "ok": 100, "fail": 15, "info": 5, "lost": lost, "duplicated": p.get("dup", 0),
-                "ordering_violations": 0, "ordering": "none", "unavailable_s": p.get("unavailable", 2.5),
-                "valid": lost == 0}
-
-    def finish(self, result, pictures=True):
-        p = self.planted()
-        held = p["held"] if "held" in p else result["lost"] == 0
-        result["prediction"] = {"held": held, "reason": f"lost={result['lost']} vs 0",
-                                "checks": [{"key": "lost", "expected": 0, "actual": result["lost"], "held": held}]}
-        store.write_check(self.dir, result)
-        self.info["summary"] = rows.run_row(self.sc, result, self.info, self.dir)
-        code = run_exit_code(result)
-        self.info["exit_code"] = code
-        self.save_info()
-        return code
-
-    def keep_copy(self, spark):
-        pass
-
-    def draw(self):
-        pass
-
-    def save_info(self):
-        store.write_run(self.dir, self.info)
-
-
-@pytest.fixture
-def fake_runs(monkeypatch, tmp_path):
-    FakeRun.plan, FakeRun.ran = {}, []
-
-    def make(sc, **kw):  # a claim the version lacks: the real run loop, which brings nothing up
-        return runner.Run(sc, **kw) if sc.not_applicable() else FakeRun(sc, **kw)
-
-    monkeypatch.setattr(batch, "Run", make)
-    monkeypatch.setattr(batch, "Checker", lambda master: Checker(spark_factory=object))
-    monkeypatch.setenv(store.RESULTS_ENV, str(tmp_path / "results"))
-    return tmp_path / "results"
-
-
 ARGS = ["--versions", "rabbitmq=3.10,4.0", "--versions", "kafka=3.9,4.1"]
 
 
 def test_the_command_end_to_end(fake_runs, files, tmp_path):
-    FakeRun.plan = {("Q90-quorum", "4.0", 0): {"lost": 4, "unavailable": 7.5}}
+    StoredRun.plan = {("Q90-quorum", "4.0", 0): {"lost": 4, "unavailable": 7.5}}
     res = CliRunner().invoke(main, ["matrix", *ARGS, *map(str, files)])
     assert res.exit_code == EXIT_INVALID, res.output              # Q90 on 4.0 lost: a finding
-    assert sorted(FakeRun.ran) == [("K90-kafka", "3.9", 0), ("Q90-quorum", "3.10", 0), ("Q90-quorum", "4.0", 0),
+    assert sorted(StoredRun.ran) == [("K90-kafka", "3.9", 0), ("Q90-quorum", "3.10", 0), ("Q90-quorum", "4.0", 0),
                                    ("R90-mirrored", "3.10", 0)]
     out = fake_runs / "matrix" / "latest"
     for f in ("matrix.json", "matrix.md", "matrix.html", "summary.json", "summary.md", "junit.xml", "index.html"):
@@ -486,7 +400,7 @@ def test_all_held_but_a_not_applicable_cell_exits_2(fake_runs, files):
 
 
 def test_repeats_aggregate_and_a_harness_error_is_not_a_decided_run(fake_runs, files):
-    FakeRun.plan = {("Q90-quorum", "4.0", 1): {"lost": 2, "held": False, "unavailable": 9.0},
+    StoredRun.plan = {("Q90-quorum", "4.0", 1): {"lost": 2, "held": False, "unavailable": 9.0},
                     ("Q90-quorum", "4.0", 2): {"harness_error": True},
                     ("Q90-quorum", "3.10", 1): {"unavailable": 4.5}}
     res = CliRunner().invoke(main, ["matrix", "--versions", "rabbitmq=3.10,4.0", "--only", "Q90", "--repeat", "3",

@@ -266,7 +266,10 @@ class TestRabbitIgnore:
         seen = finding["partitions"]
         assert len(seen[finding["node"]]) == max(len(v) for v in seen.values())
         recs = [json.loads(x) for x in (tmp_path / LOG_FILE).read_text().splitlines()]
-        assert [r["fault"] for r in recs] == ["partition", "recover"]
+        # the repair is the harness's hand: an operator event, on the node the finding names
+        assert [r["fault"] for r in recs] == ["partition", "operator"]
+        assert recs[1]["targets"] == [finding["node"]] and recs[1]["details"]["finding"] == "stale_partition"
+        assert recs[1]["t_start"] <= recs[1]["t_end"] and nem.operator_events == recs[1:]
         assert (tmp_path / "findings.jsonl").exists()
         assert_whole(c)
         assert_clean(c)

@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from fakes import FakeRabbit
 from harness import expect
 from harness.history import RunClock
 from harness.scenario import load
 from nemesis import grudge as g
 from nemesis import net
 from nemesis.core import Nemesis
-from nemesis.targets import grudge_for, targets_problems
-from test_grudge import FakeRabbit
+from nemesis.faults import targets_problems
+from nemesis.targets import grudge_for
 
 ROOT = Path(__file__).parent.parent
 SEED = ROOT.parent / "shared" / "seeds" / "003_e994fbc985194f3a.txt"

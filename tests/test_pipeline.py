@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -18,10 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import synth
+from checkers import synth
+from fakes import CheckedRun, FakeSpark, TimedRun
 from harness import batch
 from harness.checking import Checker
-from harness.runner import Hooks, Run
+from harness.runner import Run
 from harness.scenario import load
 from harness.verdicts import EXIT_VALID, EXIT_UNKNOWN
 
@@ -50,142 +49,6 @@ def test_the_main_job_alternates_brokers():
 
 
 # ---- the pipeline, with runs that only record what they do ------------------------------------
-class Timeline:
-    def __init__(self):
-        self.events: list[tuple[float, str, str, str]] = []  # (t, what, start|end, run)
-        self.lock = threading.Lock()
-
-    def mark(self, what, edge, who):
-        with self.lock:
-            self.events.append((time.monotonic(), what, edge, who))
-
-    def intervals(self, what):
-        starts, out = {}, []
-        for t, w, edge, who in self.events:
-            if w != what:
-                continue
-            if edge == "start":
-                starts[who] = t
-            else:
-                out.append((starts.pop(who), t, who))
-        return out
-
-
-class FakeRun:
-    """Run's interface to a batch: prepare, execute (calling the hooks where Run does),
-    check, finish, draw, abandon."""
-    timeline: Timeline
-    fail: set = set()          # scenario names whose first attempt is a harness error
-    bad_check: set = set()     # scenario names whose check raises
-    made: list = []
-
-    def __init__(self, sc, *, results=None, check=False, keep_cluster=False, hooks=None):
-        self.sc, self.hooks = sc, hooks or Hooks()
-        self.dir = Path(results) / sc.name / f"{len(FakeRun.made):03d}"
-        self.dir.mkdir(parents=True)
-        self.info = {"status": "running"}
-        self.executed = threading.Event()
-        self._up = None
-        self.background = False
-        FakeRun.made.append(self)
-
-    def who(self):
-        return f"{self.sc.name}#{FakeRun.made.index(self)}"
-
-    def _bring_up(self):
-        what = "up-background" if self.background else "up"
-        self.timeline.mark(what, "start", self.who())
-        time.sleep(0.05)
-        self.timeline.mark(what, "end", self.who())
-
-    def prepare(self, background=False):
-        self.background = background
-        self._up = threading.Thread(target=self._bring_up)
-        self._up.start()
-
-    def abandon(self):
-        self._up.join()
-        self.info["status"] = "abandoned"
-        self.timeline.mark("abandon", "start", self.who())
-        self.executed.set()
-
-    def execute(self):
-        detached = False
-        try:
-            if self._up is None:
-                self._bring_up()
-            else:
-                self._up.join()
-            self.timeline.mark("load", "start", self.who())
-            time.sleep(0.02)  # warm-up
-            self.hooks.before_faults()
-            self.timeline.mark("faults", "start", self.who())
-            time.sleep(0.05)
-            self.timeline.mark("faults", "end", self.who())
-            time.sleep(0.01)  # recovery
-            self.timeline.mark("load", "end", self.who())
-            self.timeline.mark("drain", "start", self.who())
-            time.sleep(0.02)
-            self.timeline.mark("drain", "end", self.who())
-            if self.sc.name in FakeRun.fail:  # e.g. the drain failed
-                FakeRun.fail.discard(self.sc.name)
-                self.info["status"] = "harness-error"
-                self.info["error"] = "planted"
-            else:
-                self.info["status"] = "completed"
-            if self.info["status"] == "completed" and self.hooks.finish is not None:
-                self.hooks.finish(self._end)
-                detached = True
-            else:
-                self._end()
-            return EXIT_UNKNOWN
-        finally:
-            if not detached:
-                self.executed.set()
-
-    def _end(self):
-        self.timeline.mark("down", "start", self.who())
-        if self.info["status"] == "completed":
-            self.hooks.history_closed(self)
-        time.sleep(0.03)
-        self.timeline.mark("down", "end", self.who())
-        self.executed.set()
-
-    def check(self, spark):
-        self.timeline.mark("check", "start", self.who())
-        time.sleep(0.04)
-        self.timeline.mark("check", "end", self.who())
-        if self.sc.name in FakeRun.bad_check:
-            raise RuntimeError("planted")
-        return {"planted": True}
-
-    def keep_copy(self, spark):
-        self.timeline.mark("later", "start", self.who() + "copy")
-        time.sleep(0.03)
-        self.timeline.mark("later", "end", self.who() + "copy")
-
-    def draw(self):
-        self.timeline.mark("later", "start", self.who() + "draw")
-        time.sleep(0.03)
-        self.timeline.mark("later", "end", self.who() + "draw")
-
-    def finish(self, result, pictures=True):
-        assert not pictures  # a batch draws them in a process of their own
-        self.info["summary"] = {"prediction": True, "valid": True, "scenario": self.sc.name}
-        return EXIT_VALID
-
-    def save_info(self):
-        pass
-
-
-@pytest.fixture
-def fake_batch(monkeypatch, tmp_path):
-    FakeRun.timeline, FakeRun.made, FakeRun.fail, FakeRun.bad_check = Timeline(), [], set(), set()
-    monkeypatch.setattr(batch, "Run", FakeRun)
-    monkeypatch.setattr(batch, "Checker", lambda master: Checker(spark_factory=object))
-    return tmp_path
-
-
 def _overlap(a, b):
     return a[0] < b[1] and b[0] < a[1]
 
@@ -198,7 +61,7 @@ def test_only_background_work_runs_beside_faults_and_rows_keep_their_order(fake_
     files = [SCENARIOS / f"{n}.yaml" for n in names]
     code = batch.run_batch(files=files, results=fake_batch, kind="t", sort=False, echo=lambda s: None)
     assert code == EXIT_VALID
-    tl = FakeRun.timeline
+    tl = TimedRun.timeline
     faults, loads, drains, downs = (tl.intervals(w) for w in ("faults", "load", "drain", "down"))
     ups, bg_ups = tl.intervals("up"), tl.intervals("up-background")
     checks, later = tl.intervals("check"), tl.intervals("later")
@@ -232,8 +95,8 @@ def test_only_background_work_runs_beside_faults_and_rows_keep_their_order(fake_
 
 def test_a_retried_run_abandons_the_prepared_cluster_and_a_failed_check_only_its_run(fake_batch):
     names = ["R9-pause-minority", "K7-leader-cut-from-zk-acks1", "Q1-quorum-leader-faults"]
-    FakeRun.fail = {"K7-leader-cut-from-zk-acks1"}
-    FakeRun.bad_check = {"R9-pause-minority"}
+    TimedRun.fail = {"K7-leader-cut-from-zk-acks1"}
+    TimedRun.bad_check = {"R9-pause-minority"}
     files = [SCENARIOS / f"{n}.yaml" for n in names]
     code = batch.run_batch(files=files, results=fake_batch, kind="t", sort=False, echo=lambda s: None)
     assert code == EXIT_UNKNOWN  # R9's check failed: undecided, never held
@@ -244,51 +107,15 @@ def test_a_retried_run_abandons_the_prepared_cluster_and_a_failed_check_only_its
     assert rows["Q1-quorum-leader-faults"]["exit"] == EXIT_VALID
     # Q1's cluster, prepared while K7's first attempt ended, went down unused: the retry ran
     # alone, and Q1 came up again after it
-    abandoned = [who.split("#")[0] for _, w, _, who in FakeRun.timeline.events if w == "abandon"]
+    abandoned = [who.split("#")[0] for _, w, _, who in TimedRun.timeline.events if w == "abandon"]
     assert abandoned == ["Q1-quorum-leader-faults"]
-    statuses = Counter(r.info["status"] for r in FakeRun.made)
+    statuses = Counter(r.info["status"] for r in TimedRun.made)
     assert statuses == {"completed": 3, "harness-error": 1, "abandoned": 1}
-    faults, ups = FakeRun.timeline.intervals("faults"), FakeRun.timeline.intervals("up")
+    faults, ups = TimedRun.timeline.intervals("faults"), TimedRun.timeline.intervals("up")
     assert not [(f, up) for f in faults for up in ups if _overlap(f[:2], up[:2])]
 
 
 # ---- the checker ------------------------------------------------------------------------------
-class FakeSpark:
-    def __init__(self):
-        self.stopped = False
-        outer = self
-
-        class SC:
-            class _jsc:  # noqa: N801 - py4j's name
-                @staticmethod
-                def sc():
-                    return type("J", (), {"isStopped": lambda self: outer.stopped})()
-        self.sparkContext = SC()
-
-
-class CheckedRun:
-    def __init__(self, name, behaviour):
-        self.dir, self.behaviour = name, behaviour
-        self.info = {}
-        self.executed = threading.Event()
-        self.executed.set()
-
-    def check(self, spark):
-        return self.behaviour(spark)
-
-    def finish(self, result, pictures=True):
-        return result["code"]
-
-    def keep_copy(self, spark):
-        pass
-
-    def draw(self):
-        pass
-
-    def save_info(self):
-        pass
-
-
 def test_a_check_that_stops_the_session_does_not_poison_the_next():
     made = []
 
@@ -327,7 +154,7 @@ def test_one_run_at_a_time_gives_the_figures_of_one_job_over_all(spark, tmp_path
     job over every run, harness.batch.check_all until issue 20) computed."""
     from checkers.check import check_runs
     from checkers.history import open_runs
-    from test_checker import COMPARED
+    from helpers import COMPARED
 
     runs = []
     for i, f in enumerate(["R9-pause-minority", "K7-leader-cut-from-zk-acks1", "Q3-quorum-monotonic-competing",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import synth
+from checkers import synth
 from checkers.check import check_runs
 from checkers.history import open_runs
 from harness import report, rows, store

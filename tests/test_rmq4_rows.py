@@ -13,7 +13,8 @@ import pika
 import pytest
 
 import reference
-import synth
+from checkers import synth
+from fakes import FakeChannel, FakeRabbitApi, FakeWriter
 from harness import brokers, expect
 from harness.brokers.rabbitmq import clients, observe, workload
 from harness.brokers.rabbitmq.cluster import RabbitCluster
@@ -161,33 +162,6 @@ def test_a_stream_consumer_resumes_after_its_last_offset():
 
 # ---- the clients against fakes -----------------------------------------------------------
 
-class Writer:
-    def __init__(self):
-        self.records = []
-
-    def write(self, record):
-        self.records.append(record)
-
-    def close(self):
-        pass
-
-
-class Channel:
-    def __init__(self):
-        self.acked, self.rejected, self.nacked = [], [], []
-
-    def basic_ack(self, tag):
-        self.acked.append(tag)
-
-    def basic_reject(self, tag, requeue):
-        assert requeue is True
-        self.rejected.append(tag)
-
-    def basic_nack(self, tag, requeue):
-        assert requeue is True
-        self.nacked.append(tag)
-
-
 def deliver(consumer, ch, tag, msg_id, seq, headers, redelivered=False):
     method = SimpleNamespace(delivery_tag=tag, redelivered=redelivered)
     props = pika.BasicProperties(message_id=msg_id, headers=headers)
@@ -195,11 +169,11 @@ def deliver(consumer, ch, tag, msg_id, seq, headers, redelivered=False):
 
 
 def consumer(**kw):
-    return clients.RabbitConsumer("c0", [], "q", Writer(), RunClock(), threading.Event(), **kw)
+    return clients.RabbitConsumer("c0", [], "q", FakeWriter(), RunClock(), threading.Event(), **kw)
 
 
 def test_the_consumer_rejects_poison_until_it_gives_up_and_takes_the_rest():
-    c, ch = consumer(give_up_after=3), Channel()
+    c, ch = consumer(give_up_after=3), FakeChannel()
     deliver(c, ch, 1, "p0-0", 0, {"producer": "p0", "seq": 0})
     for tag in (2, 3, 4):
         deliver(c, ch, tag, "p0-4", 4, {"poison": True}, redelivered=tag > 2)
@@ -208,11 +182,11 @@ def test_the_consumer_rejects_poison_until_it_gives_up_and_takes_the_rest():
     assert marks == [set(), {"rejected"}, {"rejected"}, {"gave_up"}]
     assert c.stats.delivered == 2
     # without a poison option a poison header means nothing
-    plain, ch2 = consumer(), Channel()
+    plain, ch2 = consumer(), FakeChannel()
     deliver(plain, ch2, 1, "p0-4", 4, {"poison": True})
     assert ch2.acked == [1] and not plain.writer.records[0].get("rejected")
     # poison.method nack: handed back by basic.nack (4.3 does not count it), recorded the same
-    n, ch3 = consumer(give_up_after=2, nack=True), Channel()
+    n, ch3 = consumer(give_up_after=2, nack=True), FakeChannel()
     for tag in (1, 2):
         deliver(n, ch3, tag, "p0-4", 4, {"poison": True}, redelivered=tag > 1)
     assert ch3.nacked == [1] and ch3.rejected == [] and ch3.acked == [2]
@@ -220,7 +194,7 @@ def test_the_consumer_rejects_poison_until_it_gives_up_and_takes_the_rest():
 
 
 def test_the_stream_consumer_keeps_its_offset_and_consumes_from_after_it():
-    c, ch = consumer(stream=True, cancel_on_failover=False), Channel()
+    c, ch = consumer(stream=True, cancel_on_failover=False), FakeChannel()
     assert c._arguments() == {"x-stream-offset": "first"} and c.read_up_to() == 0
     for off in (0, 1, 2):
         deliver(c, ch, off + 1, f"p0-{off}", off, {"x-stream-offset": off})
@@ -230,42 +204,22 @@ def test_the_stream_consumer_keeps_its_offset_and_consumes_from_after_it():
     assert c.read_up_to() == 3 and len(c.writer.records) == 4
     # a queue's consumer records no offset
     q = consumer()
-    deliver(q, Channel(), 1, "p0-0", 0, {"x-stream-offset": 7})
+    deliver(q, FakeChannel(), 1, "p0-0", 0, {"x-stream-offset": 7})
     assert q.writer.records[0]["offset"] is None and "x-stream-offset" not in q._arguments()
 
 
 def test_the_dead_letter_reader_marks_its_deliveries():
-    c, ch = consumer(marks={"dead_lettered": True}), Channel()
+    c, ch = consumer(marks={"dead_lettered": True}), FakeChannel()
     deliver(c, ch, 1, "p0-4", 4, {"poison": True})
     assert c.writer.records[0]["dead_lettered"] is True and ch.acked == [1]
 
 
 def test_the_publisher_marks_poison_in_every_record():
-    p = clients.RabbitPublisher("p0", [], "q", Writer(), RunClock(), threading.Event(), poison_every=5)
+    p = clients.RabbitPublisher("p0", [], "q", FakeWriter(), RunClock(), threading.Event(), poison_every=5)
     p._record("p0-4", 4, "ok", 0.0)
     p._late("p0-4", 4, 0.0, "ok")
     p._record("p0-3", 3, "ok", 0.0)
     assert [r.get("poison") for r in p.writer.records] == [True, True, None]
-
-
-class FakeCluster:
-    def __init__(self, queues):
-        self.queues = queues
-
-    def nodes(self):
-        return ["rabbit1", "rabbit2", "rabbit3"]
-
-    def queue(self, name, *a, **kw):
-        return self.queues.get(name)
-
-    def sites(self):
-        return [self.nodes()]
-
-    def running(self, node):
-        return False
-
-    def api(self, path, node=None, timeout=None):
-        return self.queues.get(path.rsplit("/", 1)[-1])
 
 
 STREAM_ENTRY = {"type": "stream", "leader": "rabbit@rabbit2", "node": "rabbit@rabbit2",
@@ -274,7 +228,7 @@ STREAM_ENTRY = {"type": "stream", "leader": "rabbit@rabbit2", "node": "rabbit@ra
 
 
 def test_a_streams_leader_and_members_are_observed_and_are_roles():
-    s = observe.sample(FakeCluster({"s": STREAM_ENTRY}), SimpleNamespace(queue=SimpleNamespace(name="s")))
+    s = observe.sample(FakeRabbitApi({"s": STREAM_ENTRY}), SimpleNamespace(queue=SimpleNamespace(name="s")))
     assert s["master"] == "rabbit2" and s["members"] == ["rabbit1", "rabbit2", "rabbit3"]
     assert s["online"] == ["rabbit2", "rabbit3"] and set(s["views"].values()) == {"rabbit2"}
     c = RabbitCluster()
@@ -286,14 +240,14 @@ def test_a_streams_leader_and_members_are_observed_and_are_roles():
 def test_what_the_drain_has_left():
     reader = consumer(stream=True)
     reader.last_offset = 6
-    run = SimpleNamespace(sc=stream(), cluster=FakeCluster({"mqchaos": dict(STREAM_ENTRY)}), consumers=[reader])
+    run = SimpleNamespace(sc=stream(), cluster=FakeRabbitApi({"mqchaos": dict(STREAM_ENTRY)}), consumers=[reader])
     assert workload.messages_left(run) == 3
     reader.last_offset = 9
     assert workload.messages_left(run) == 0
     run.cluster.queues["mqchaos"].pop("messages")
     assert workload.messages_left(run) is None  # unknown: the drain goes on
     dl = scenario({"type": "quorum", "dead_letter": {}})
-    run = SimpleNamespace(sc=dl, consumers=[], cluster=FakeCluster({
+    run = SimpleNamespace(sc=dl, consumers=[], cluster=FakeRabbitApi({
         "mqchaos": {"type": "quorum", "messages": 0, "messages_dlx": 2}, "mqchaos.dlq": {"messages": 1}}))
     assert workload.messages_left(run) == 3
     run.cluster.queues["mqchaos"]["messages_dlx"] = 0
@@ -356,7 +310,7 @@ def test_dead_letter_and_poison_accounting_agree_with_the_reference(spark, tmp_p
     from checkers.check import check_runs
     from checkers.history import convert, open_runs
 
-    from test_checker import agree
+    from helpers import agree
     produce, consume, expected = poison_history(write_ahead)
     d = synth.write_run(tmp_path / "r", produce, consume, files=2)
     ref = reference.check(d, "fifo")

@@ -194,7 +194,7 @@ def test_the_harness_hand_is_an_operator_event_with_its_times(tmp_path):
     assert recs[1]["details"]["reason"] == "rabbit1 does not serve"
     assert store.read_jsonl(tmp_path / store.FINDINGS)[0]["finding"] == "stale_partition"
     assert nem.operator_events == recs
-    w = windows.of_run({"faults": -1.0, "heal": -0.5, "stop-producers": 100.0}, recs)
+    w = windows.of_run({"faults": -1.0, "heal": -0.5, "stop-producers": recs[1]["t_end"] + 100.0}, recs)
     assert w.effect == (-1.0, recs[1]["t_start"]) and w.operator[0][0] == recs[1]["t_start"]
 
 

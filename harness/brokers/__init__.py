@@ -1,11 +1,12 @@
 """The broker plug-ins, by name. Adding a broker: a package here exposing ``PLUGIN`` (a
-``harness.brokers.base.Broker``), listed in ``PLUGINS``. Nothing outside this package
+``harness.brokers.protocol.Broker``), listed in ``PLUGINS``. Nothing outside this package
 names a broker."""
 from __future__ import annotations
 
 import importlib
 
-from harness.brokers.base import Broker, Cluster, ClusterError, ComposeCluster, RoleError
+from harness.brokers.compose import ComposeCluster
+from harness.brokers.protocol import Broker, Cluster, ClusterError, RoleError
 
 # name -> module holding PLUGIN (imported on first use: a kafka run never loads pika)
 PLUGINS = {"rabbitmq": "harness.brokers.rabbitmq", "kafka": "harness.brokers.kafka"}

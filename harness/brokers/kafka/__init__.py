@@ -9,7 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.brokers.base import COMPOSE_DIR, Broker, Generation, ImageSpec, docker, log
+from harness.brokers.compose import COMPOSE_DIR
+from harness.brokers.containers import docker, log
+from harness.brokers.generations import Generation, ImageSpec
+from harness.brokers.protocol import Broker
 from harness.brokers.kafka import observe
 from harness.brokers.kafka.clients import KafkaProducerWorker, KafkaReader
 from harness.brokers.kafka.cluster import KafkaCluster, KafkaConfig, ZooKeeperCluster

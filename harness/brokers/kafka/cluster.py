@@ -33,7 +33,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.retry import KazooRetry
 
-from harness.brokers.base import ClusterError, ComposeCluster, Recorder, Role, RoleError, Settings, Steady, log
+from harness.brokers.compose import ComposeCluster
+from harness.brokers.containers import log
+from harness.brokers.protocol import ClusterError, Recorder, Role, RoleError, Steady
+from harness.brokers.settings import Settings
 from harness.brokers.kafka.generations import GENERATIONS, LOG4J1, ZOOKEEPER, has
 from harness.brokers.kafka.kraft import LOG4J2, cluster_id, kraft_properties
 from harness.util import wait_until

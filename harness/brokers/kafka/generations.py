@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from harness.brokers.base import Generation, named_generation
+from harness.brokers.generations import Generation, named_generation
 
 # Features of Kafka the plug-in uses (``Generation.lacks`` names those a version lacks).
 ZOOKEEPER = "zookeeper"   # the cluster metadata lives in a ZooKeeper ensemble (zk1..3)

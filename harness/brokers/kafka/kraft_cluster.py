@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harness.brokers.base import ClusterError, Role
+from harness.brokers.protocol import ClusterError, Role
 from harness.brokers.kafka.cluster import BROKERS, INTERNAL_PORT, ZK_NODES, KafkaCluster
 from harness.brokers.kafka.generations import ELR, has
 from harness.brokers.kafka.kraft import (CONTROLLER_PORT, QUORUM_STATE, active_controller, parse_elr, quorum_leader,

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.brokers.base import closest, config_keys, raw_text
+from harness.brokers.settings import closest, config_keys, raw_text
 from harness.brokers.kafka import values
 from harness.brokers.kafka.cluster import BROKERS, KafkaConfig
 from harness.brokers.kafka.generations import ZOOKEEPER, has

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harness.brokers.base import docker
+from harness.brokers.containers import docker
 
 VALUES_FILE = Path(__file__).with_name("config-values.json")
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from harness.brokers.base import Broker, ImageSpec, docker
+from harness.brokers.containers import docker
+from harness.brokers.generations import ImageSpec
+from harness.brokers.protocol import Broker
 from harness.brokers.rabbitmq import observe, workload
 from harness.brokers.rabbitmq.cluster import RabbitCluster, RabbitConfig
 from harness.brokers.rabbitmq.generations import GENERATIONS

@@ -12,8 +12,11 @@ from typing import Any, Literal
 import requests
 from pydantic import Field, field_validator, model_validator
 
-from harness.brokers.base import (CONTAINER_CAPABILITIES, RESTART_APP, ClusterError, ComposeCluster, Recorder,
-                                  Role, RoleError, Settings, Steady, docker, log)
+from harness.brokers.compose import ComposeCluster
+from harness.brokers.containers import docker, log
+from harness.brokers.protocol import (CONTAINER_CAPABILITIES, RESTART_APP, ClusterError, Recorder, Role, RoleError,
+                                      Steady)
+from harness.brokers.settings import Settings
 from harness.brokers.rabbitmq.generations import GENERATIONS, NODE_MONITOR_PARTITIONS, SEED_DISCOVERY, has
 from harness.brokers.rabbitmq.generations import PARTITION_HANDLING as HANDLES_PARTITIONS
 from harness.util import wait_until

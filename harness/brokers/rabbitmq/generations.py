@@ -13,7 +13,8 @@ says or fails to build. trixie renamed libfuse2 to libfuse2t64.
 """
 from __future__ import annotations
 
-from harness.brokers.base import POWER_LOSS, Generation, named_generation
+from harness.brokers.generations import Generation, named_generation
+from harness.brokers.protocol import POWER_LOSS
 
 # Features of RabbitMQ the plug-in uses (``Generation.lacks`` names those a version lacks).
 MIRRORED_QUEUES = "mirrored_queues"                  # classic queue mirroring (ha-* policies)

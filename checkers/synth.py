@@ -1,10 +1,14 @@
-"""Synthetic histories with planted anomalies, written as a real run directory."""
+"""Synthetic histories with planted anomalies, written as a real run directory: the one
+synthetic-run writer the tests, the benchmarks (bench/main_bench.py) and the class-data-sharing
+archive's exercise (checkers/cds.py) share, so what they check is written as a run writes it."""
 from __future__ import annotations
 
 import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness import store
 
 
 @dataclass
@@ -32,7 +36,32 @@ def build(rng: random.Random, *, producers=2, per_producer=50, consumers=1, p_fa
     outcome was known); `late` confirmed messages were first written as timed out and
     confirmed later, `late_lost` of them are then lost.
     """
-    produce, consume = [], []
+    # The steps draw from ``rng`` in this order; a seed gives the history it always gave.
+    produce = _attempts(rng, producers, per_producer, p_fail, p_info, outage)
+    planted = Planted()
+    oks = [r for r in produce if r["outcome"] == "ok"]
+    rng.shuffle(oks)
+    lost_ids = {r["msg_id"] for r in oks[:lost]}
+    late_recs = oks[lost:lost + late]
+    planted.late = {r["msg_id"] for r in late_recs}
+    lost_ids |= {r["msg_id"] for r in late_recs[:late_lost]}
+    planted.lost = lost_ids
+    # Some unconfirmed messages were written anyway.
+    planted.recovered = {r["msg_id"] for r in [r for r in produce if r["outcome"] != "ok"][: max(1, len(produce) // 50)]}
+    consume = _deliveries(produce, lost_ids, planted.recovered, consumers, kafka)
+    _plant_deliveries(rng, consume, planted, duplicated, unexpected, reordered)
+    if write_ahead:
+        planted.crashed = {r["msg_id"] for r in oks[lost + late:lost + late + crashed]}
+        produce = _written_ahead(produce, planted)
+    raw = ['{"msg_id": "trunc', "not json at all", '{"msg_id": "x", "producer": "p0", "seq": "seven"}',
+           '{"msg_id": "y", "producer": "p0", "seq": 1, "outcome": "maybe", "t_invoke": 1, "t_complete": 2}']
+    planted.malformed = malformed
+    return produce, consume, [raw[i % len(raw)] for i in range(malformed)], planted
+
+
+def _attempts(rng, producers, per_producer, p_fail, p_info, outage) -> list[dict]:
+    """Every producer's attempts, one completion each (history version 1)."""
+    produce = []
     for p in range(producers):
         name = f"p{p}"
         for seq in range(per_producer):
@@ -45,19 +74,14 @@ def build(rng: random.Random, *, producers=2, per_producer=50, consumers=1, p_fa
             produce.append({"msg_id": f"{name}-{seq}", "producer": name, "seq": seq, "outcome": outcome,
                             "t_invoke": t_inv, "t_complete": t_cmp, "node": f"n{p % 3 + 1}",
                             "error": None})
-    planted = Planted()
-    oks = [r for r in produce if r["outcome"] == "ok"]
-    rng.shuffle(oks)
-    lost_ids = {r["msg_id"] for r in oks[:lost]}
-    late_recs = oks[lost:lost + late]
-    planted.late = {r["msg_id"] for r in late_recs}
-    lost_ids |= {r["msg_id"] for r in late_recs[:late_lost]}
-    planted.lost = lost_ids
-    # Some unconfirmed messages were written anyway.
-    planted.recovered = {r["msg_id"] for r in [r for r in produce if r["outcome"] != "ok"][: max(1, len(produce) // 50)]}
-    offsets = {}
+    return produce
+
+
+def _deliveries(produce, lost_ids, recovered, consumers, kafka) -> list[dict]:
+    """The clean deliveries: every confirmed message not lost, and the recovered ones, once."""
+    consume, offsets = [], {}
     for r in sorted(produce, key=lambda r: r["t_complete"]):
-        if (r["outcome"] == "ok" and r["msg_id"] not in lost_ids) or r["msg_id"] in planted.recovered:
+        if (r["outcome"] == "ok" and r["msg_id"] not in lost_ids) or r["msg_id"] in recovered:
             c = int(r["producer"][1:]) % consumers
             src = f"t:{c}" if kafka else "q"
             off = offsets.get(src, 0)
@@ -65,6 +89,11 @@ def build(rng: random.Random, *, producers=2, per_producer=50, consumers=1, p_fa
             consume.append({"msg_id": r["msg_id"], "consumer": f"c{c}", "t": round(r["t_complete"] + 0.5, 6),
                             "redelivered": False, "source": src, "offset": off if kafka else None,
                             "node": "n1", "producer": r["producer"], "seq": r["seq"]})
+    return consume
+
+
+def _plant_deliveries(rng, consume, planted, duplicated, unexpected, reordered) -> None:
+    """Duplicates, deliveries of messages never sent and reorderings, planted in ``consume``."""
     delivered = [c for c in consume if c["msg_id"] not in planted.recovered]
     for c in rng.sample(delivered, min(duplicated, len(delivered))):
         planted.duplicated.add(c["msg_id"])
@@ -86,33 +115,31 @@ def build(rng: random.Random, *, producers=2, per_producer=50, consumers=1, p_fa
             a, b = lane[0], lane[1]
             a["t"], b["t"] = b["t"], a["t"]
             planted.reordered.add(a["msg_id"])
-    if write_ahead:
-        crashed_recs = oks[lost + late:lost + late + crashed]
-        planted.crashed = {r["msg_id"] for r in crashed_recs}
-        out = []
-        for r in produce:
-            out.append({"msg_id": r["msg_id"], "producer": r["producer"], "seq": r["seq"], "outcome": "invoke",
-                        "t_invoke": r["t_invoke"], "node": r["node"]})
-            if r["msg_id"] in planted.crashed:
-                continue
-            if r["msg_id"] in planted.late:
-                out.append(dict(r, outcome="info", t_complete=round(r["t_invoke"] + 10.0, 6), error="confirm timeout"))
-                out.append(dict(r, t_complete=round(r["t_invoke"] + 12.5, 6)))
-                continue
-            out.append(r)
-        produce = out
-    raw = ['{"msg_id": "trunc', "not json at all", '{"msg_id": "x", "producer": "p0", "seq": "seven"}',
-           '{"msg_id": "y", "producer": "p0", "seq": 1, "outcome": "maybe", "t_invoke": 1, "t_complete": 2}']
-    planted.malformed = malformed
-    return produce, consume, [raw[i % len(raw)] for i in range(malformed)], planted
+
+
+def _written_ahead(produce, planted) -> list[dict]:
+    """History version 2: each attempt's invoke record before its completion; a crashed
+    message keeps only its invoke, a late one a timeout and then its confirmation."""
+    out = []
+    for r in produce:
+        out.append({"msg_id": r["msg_id"], "producer": r["producer"], "seq": r["seq"], "outcome": "invoke",
+                    "t_invoke": r["t_invoke"], "node": r["node"]})
+        if r["msg_id"] in planted.crashed:
+            continue
+        if r["msg_id"] in planted.late:
+            out.append(dict(r, outcome="info", t_complete=round(r["t_invoke"] + 10.0, 6), error="confirm timeout"))
+            out.append(dict(r, t_complete=round(r["t_invoke"] + 12.5, 6)))
+            continue
+        out.append(r)
+    return out
 
 
 def write_run(run_dir: Path, produce, consume, *, malformed_produce=(), malformed_consume=(),
               files=1, meta=None, truncate_last=False) -> Path:
     """Write records as history files (split over `files` files per kind)."""
-    hist = Path(run_dir) / "history"
+    hist = Path(run_dir) / store.HISTORY
     hist.mkdir(parents=True, exist_ok=True)
-    (Path(run_dir) / "run.json").write_text(json.dumps(meta or {"scenario": "synthetic"}))
+    (Path(run_dir) / store.RUN_JSON).write_text(json.dumps(meta or {"scenario": "synthetic"}))
     for kind, recs, bad in (("produce", produce, malformed_produce), ("consume", consume, malformed_consume)):
         lines = [json.dumps(r, ensure_ascii=False) for r in recs] + list(bad)
         for i in range(files):
@@ -122,37 +149,3 @@ def write_run(run_dir: Path, produce, consume, *, malformed_produce=(), malforme
                 text = text[:-len(part[-1]) // 2 - 1]  # a crash mid-line: no newline either
             (hist / f"{kind}-{i}.jsonl").write_text(text, encoding="utf-8")
     return Path(run_dir)
-
-
-def write_results_run(results: Path, scenario: str, started_at: str, produce, consume, *,
-                      broker: str = "rabbitmq", version: str = "3.10.8", status: str = "completed",
-                      held="absent", ordering: str = "none", error: str | None = None,
-                      history: bool = True, link_latest: bool = True, **write_kw) -> Path:
-    """A run directory as the harness's run loop leaves it (harness/runner.py):
-    results/<scenario>/<UTC timestamp>/ with run.json (scenario, broker, brokers,
-    started_at, status, ordering), the history, check.json with `prediction.held`
-    (held="absent": no prediction), and the `latest` links."""
-    stamp = started_at.replace(":", "-").replace("+00-00", "") + ".000Z"
-    run_dir = Path(results) / scenario / stamp
-    brokers = ({"rabbitmq": version, "erlang": "25.2.3"} if broker == "rabbitmq"
-               else {"kafka": f"kafka_2.13-{version}.jar"})
-    meta = {"scenario": scenario, "id": scenario.split("-")[0], "broker": broker, "seed": 0,
-            "ordering": ordering, "params": {"name": scenario}, "started_at": started_at,
-            "status": status, "phases": {}, "brokers": brokers}
-    if error:
-        meta["error"] = error
-    if history:
-        write_run(run_dir, produce, consume, meta=meta, **write_kw)
-    else:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "run.json").write_text(json.dumps(meta))
-    if held != "absent":
-        check = {"valid": None, "prediction": {"held": held, "reason": f"planted: {held}", "checks": []}}
-        (run_dir / "check.json").write_text(json.dumps(check))
-    if link_latest:
-        for link, target in ((run_dir.parent / "latest", stamp),
-                             (Path(results) / "latest", f"{scenario}/{stamp}")):
-            if link.is_symlink():
-                link.unlink()
-            link.symlink_to(target)
-    return run_dir

@@ -1,0 +1,205 @@
+"""The Docker Compose cluster most plug-ins build on: a compose project (``mqchaos-<broker>``)
+of one file in compose/, the image of the version asked for, the overrides a run adds
+(the power-loss file system, a background CPU weight), and its removal.
+
+Every node is a container named after the node (``rabbit1``, ``zk1``, ``kafka1`` ...): node
+access and control are ``harness.brokers.containers.ContainerCluster``'s. Addresses are
+read from Docker; clients reach brokers only through ports published on 127.0.0.1.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harness.brokers import lazyfs
+from harness.brokers.containers import ContainerCluster, docker
+from harness.brokers.generations import VERSION_LABEL, Generation, image_ref
+from harness.engine import compose_cmd
+from harness.util import run
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+COMPOSE_DIR = ROOT / "compose"
+STATE_DIR = Path(os.environ.get("MQCHAOS_STATE_DIR", ROOT / "build" / "clusters"))
+VERSION_FILE = "version"  # in a kind's state directory: the version its last up brought up
+
+# cgroup CPU shares of a cluster's nodes: normal (docker's default), and the weight of a
+# cluster a batch starts while another run's load goes on (harness.batch)
+CPU_SHARES_NORMAL = 1024
+CPU_SHARES_BACKGROUND = 2
+
+
+class ComposeCluster(ContainerCluster):
+    """A cluster brought up and down as a compose project; what both kinds share."""
+
+    compose_file: str          # file name in compose/
+    # the image of each version: the compose file's variables (RABBITMQ_IMAGE ...) get
+    # ``image_ref(image_repo, generation)`` unless the environment sets them (an official
+    # image, say, which then runs whatever the version's rendering asks of it)
+    image_repo: ClassVar[str] = ""
+    image_vars: ClassVar[tuple[str, ...]] = ()
+    generations: ClassVar[dict[str, Generation]] = {}
+    # the data directory the power-loss file system serves (settings ``fs: lazy``), by prefix
+    fs_dirs: dict[str, str] = {}
+
+    def __init__(self, project: str | None = None) -> None:
+        super().__init__(project or f"mqchaos-{self.kind}")
+        self.state_dir = self.kind_dir()
+        self.cpu_shares = CPU_SHARES_NORMAL  # the nodes' (docker's cpu_shares), set_background
+
+    @classmethod
+    def kind_dir(cls) -> Path:
+        """The broker's state here: the configuration rendered for its last ``up`` and more."""
+        return STATE_DIR / cls.kind
+
+    @classmethod
+    def recorded_version(cls) -> str | None:
+        """The version the last ``up`` here brought up (``_compose_up`` records it), None if
+        none: what a cluster already up runs (``harness.brokers.get_cluster``)."""
+        try:
+            return (cls.kind_dir() / VERSION_FILE).read_text().strip() or None
+        except OSError:
+            return None
+
+    # ---- compose --------------------------------------------------------------------
+    def conf_dir(self) -> Path:
+        return self.state_dir / "conf"
+
+    def compose_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env[f"MQCHAOS_{self.kind.upper()}_CONF"] = str(self.conf_dir())
+        ref = self.image()
+        for var in self.image_vars:
+            env.setdefault(var, ref)
+        return env
+
+    def version(self) -> str | None:
+        """The version this cluster object brings up (its settings')."""
+        return getattr(getattr(self, "config", None), "version", None)
+
+    def generation(self) -> Generation:
+        version = self.version()
+        if version is None or version not in self.generations:
+            return next((g for g in self.generations.values() if g.default), Generation("default", default=True))
+        return self.generations[version]
+
+    def image(self) -> str:
+        """The image its nodes run, unless the environment names another (``image_vars``)."""
+        return image_ref(self.image_repo, self.generation())
+
+    def node_images(self) -> dict[str, dict[str, str | None]]:
+        """What each existing node's container runs: its image and the version the image was
+        built for (the ``mqchaos.version`` label ``mqchaos images`` puts on it; None on
+        another image)."""
+        out: dict[str, dict[str, str | None]] = {}
+        for node in self.nodes():
+            info = self._inspect(node)
+            if info:
+                labels = (info.get("Config") or {}).get("Labels") or {}
+                out[node] = {"image": (info.get("Config") or {}).get("Image"), "version": labels.get(VERSION_LABEL)}
+        return out
+
+    def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+        files = [COMPOSE_DIR / self.compose_file] + [p for p in [self.fs_override(), self.cpu_override()]
+                                                     if p.exists()]
+        cmd = [*compose_cmd(), "-p", self.project, *(a for f in files for a in ("-f", str(f))), *args]
+        return run(cmd, check=check, timeout=timeout, env=self.compose_env())
+
+    # ---- the power-loss file system (harness.brokers.lazyfs) -------------------------
+    def fs_override(self) -> Path:
+        return self.state_dir / "lazyfs.override.yml"
+
+    def fs_dir(self, node: str) -> str | None:
+        return next((d for prefix, d in self.fs_dirs.items() if node.startswith(prefix)), None)
+
+    def write_fs_override(self, settings: Any) -> None:
+        """``fs: lazy``: the data nodes mount their data directory through nemesis/lazyfs.py;
+        otherwise no override (compose reads every override file that exists)."""
+        path = self.fs_override()
+        if not lazyfs.wanted(settings):
+            path.unlink(missing_ok=True)
+            return
+        dirs = {n: d for n in self.nodes() if (d := self.fs_dir(n))}
+        lazyfs.write_override(path, dirs, settings.fs_writeback_s)
+
+    def lazy_fs(self, node: str) -> bool:
+        return lazyfs.mounted(self._inspect(node))
+
+    def power_off(self, nodes: list[str]) -> dict[str, Any]:
+        return lazyfs.power_off(self, nodes)
+
+    # ---- the CPU weight of a cluster started in the background -----------------------
+    def cpu_override(self) -> Path:
+        return self.state_dir / "cpu.override.yml"
+
+    def set_background(self, on: bool) -> None:
+        """cgroup CPU shares: the background weight gets the CPU only while the other
+        containers and the harness leave it idle. Nodes created from now on get it from a
+        compose override (a node recreated later, the weight of that moment); existing ones
+        by docker update."""
+        self.cpu_shares = CPU_SHARES_BACKGROUND if on else CPU_SHARES_NORMAL
+        path = self.cpu_override()
+        if on:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"version": "2.4", "services": {
+                n: {"cpu_shares": self.cpu_shares} for n in self.nodes()}}, indent=1))  # YAML too
+        else:
+            path.unlink(missing_ok=True)
+        names = list(self._inspect_all(""))
+        if names:
+            docker("update", "--cpu-shares", str(self.cpu_shares), *names, timeout=60)
+
+    def cpu_weights(self) -> dict[str, int]:
+        """Each existing node's CPU shares, as docker reports them (0: docker's default, 1024)."""
+        return {n: int(f[0]) for n, f in self._inspect_all("{{.HostConfig.CpuShares}}").items()}
+
+
+    def _compose_up(self, services: list[str] | None = None) -> None:
+        self.write_fs_override(getattr(self, "config", None))
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / VERSION_FILE).write_text(f"{self.generation().name}\n")
+        self.compose("up", "-d", "--no-build", "--force-recreate", *(services or []), timeout=600)
+
+    def down(self) -> None:
+        """Every container, volume and the network of the project gone. No graceful shutdown:
+        the cluster and its data go anyway (a graceful Kafka stop of all brokers at once takes
+        ~30 s of controlled-shutdown retries). Plain docker calls: a docker-compose (v1) call
+        costs about a second of start-up alone, and a fresh cluster's `up` calls this first."""
+        self._addr_cache.clear()
+        listed = docker("ps", "-a", "--format", '{{.Names}}\t{{.Label "com.docker.compose.project"}}',
+                        check=False).stdout.splitlines()
+        nodes = set(self.nodes())
+        ours = [name for name, _, project in (line.partition("\t") for line in listed)
+                if name in nodes or project == self.project]
+        if ours:  # SIGKILL and removal in one call
+            docker("rm", "-f", "-v", *ours, check=False, timeout=300)
+        volumes = set(docker("volume", "ls", "-q", check=False).stdout.split())
+        gone = [v for v in (self.volume_name(n) for n in self.nodes()) if v in volumes]
+        gone += [v for v in volumes if v.startswith(f"{self.project}_") and v not in gone]
+        if gone:
+            docker("volume", "rm", "-f", *gone, check=False, timeout=300)
+        if docker("network", "ls", "-q", "--filter", f"name=^{self.network_name()}$", check=False).stdout.strip():
+            docker("network", "rm", self.network_name(), check=False)
+        left = docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={self.project}",
+                      check=False).stdout.split()
+        if left:  # whatever docker would not remove: compose's own way, as before
+            self.conf_dir().mkdir(parents=True, exist_ok=True)  # compose needs the mount path to parse
+            self.compose("down", "-v", "--remove-orphans", "-t", "1", timeout=600)
+
+    def close(self) -> None:
+        """Release client resources held by this object (Kafka: kazoo, AdminClient)."""
+
+    def leftovers(self) -> dict[str, list[str]]:
+        """Containers, volumes and networks of this project still present (for tests)."""
+        def names(*args: str) -> list[str]:
+            out = docker(*args, check=False).stdout or ""
+            return [line for line in out.split() if line]
+        label = f"label=com.docker.compose.project={self.project}"
+        return {
+            "containers": names("ps", "-a", "--filter", label, "--format", "{{.Names}}"),
+            "volumes": names("volume", "ls", "-q", "--filter", label),
+            "networks": names("network", "ls", "-q", "--filter", label),
+        }
+

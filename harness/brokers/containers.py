@@ -1,0 +1,235 @@
+"""A cluster whose nodes are Docker containers named after the nodes (``rabbit1``, ``zk1``,
+``kafka1`` ...): node access (Jepsen's control/docker ``DockerRemote``) and node control by
+plain ``docker`` calls, and the nodes' logs.
+
+What makes the containers (a compose project, its network and volumes) is
+``harness.brokers.compose``; this class only needs their names, the network they sit on
+(``network_name``) and the volume holding each node's data (``volume_name``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.brokers.protocol import Cluster, ClusterError, NodeExitedError
+from harness.util import run, wait_until
+
+
+def log(msg: str) -> None:
+    print(f"[cluster] {msg}", file=sys.stderr, flush=True)
+
+
+def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    return run(["docker", *args], check=check, timeout=timeout)
+
+
+class ContainerCluster(Cluster):
+    """Node access and control of a cluster whose nodes are containers of one Docker network
+    (``network_key`` in project ``project``), each node's data in its own volume."""
+
+    network_key: str             # network name in the compose file
+    data_mounts: dict[str, str]  # in-container data path, by node-name prefix
+
+    def __init__(self, project: str) -> None:
+        self.project = project
+        # each node's last address: a stopped container has none on the network, yet the
+        # rules naming it (a partition's, a heal's) still need the one it had
+        self._addr_cache: dict[str, str] = {}
+
+    def network_name(self) -> str:
+        return f"{self.project}_{self.network_key}"
+
+    def volume_name(self, node: str) -> str:
+        return f"{self.project}_{node}-data"
+
+    # ---- containers -----------------------------------------------------------------
+    def _inspect(self, node: str) -> dict | None:
+        proc = docker("inspect", node, check=False, timeout=30)
+        if proc.returncode != 0:
+            return None
+        return json.loads(proc.stdout)[0]
+
+    def state(self, node: str) -> dict:
+        info = self._inspect(node)
+        return info["State"] if info else {}
+
+    def running(self, node: str) -> bool:
+        st = self.state(node)
+        return bool(st.get("Running")) and not st.get("Paused")
+
+    def _inspect_all(self, fmt: str) -> dict[str, list[str]]:
+        """``fmt``'s fields for every existing node, in one docker inspect (a node that does
+        not exist is left out)."""
+        proc = docker("inspect", "--format", "{{.Name}} " + fmt, *self.nodes(), check=False, timeout=30)
+        got = {name.lstrip("/"): rest for name, *rest in (line.split() for line in proc.stdout.splitlines() if line)}
+        return {n: got[n] for n in self.nodes() if n in got}
+
+    def node_states(self) -> dict[str, str]:
+        return {n: "paused" if f[0] == "true" else "running" if f[1] == "true" else "stopped"
+                for n, f in self._inspect_all("{{.State.Paused}} {{.State.Running}}").items()}
+
+    def paused(self, node: str) -> bool:
+        return bool(self.state(node).get("Paused"))
+
+    def exists(self, node: str) -> bool:
+        return self._inspect(node) is not None
+
+    def address(self, node: str) -> str:
+        info = self._inspect(node)
+        if info:
+            net = info["NetworkSettings"]["Networks"].get(self.network_name()) or {}
+            addr = net.get("IPAddress") or (net.get("IPAMConfig") or {}).get("IPv4Address")
+            if addr:
+                self._addr_cache[node] = addr
+                return addr
+        if node in self._addr_cache:
+            return self._addr_cache[node]
+        raise ClusterError(f"{node} has no address on {self.network_name()} (is the cluster up?)")
+
+    def addresses(self) -> dict[str, str]:
+        return {n: self.address(n) for n in self.nodes()}
+
+    def gateway(self) -> str:
+        out = docker("network", "inspect", self.network_name(), "--format",
+                     "{{range .IPAM.Config}}{{.Gateway}} {{end}}").stdout.split()
+        if not out:
+            raise ClusterError(f"network {self.network_name()} has no gateway")
+        return out[0]
+
+    def subnet(self) -> str:
+        return docker("network", "inspect", self.network_name(), "--format",
+                      "{{range .IPAM.Config}}{{.Subnet}} {{end}}").stdout.split()[0]
+
+    def exec(self, node: str, cmd: list[str], check: bool = True, timeout: float = 60,
+             user: str | None = None) -> tuple[int, str]:
+        args = ["docker", "exec"] + (["-u", user] if user else []) + [node, *cmd]
+        try:
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"exec on {node} timed out after {timeout}s: {shlex.join(cmd)}") from exc
+        out = (proc.stdout or "") + (proc.stderr or "")
+        if check and proc.returncode != 0:
+            raise ClusterError(f"exec on {node} failed ({proc.returncode}): {shlex.join(cmd)}\n{out[-3000:]}")
+        return proc.returncode, out
+
+    # ---- node control -----------------------------------------------------------------
+    def kill(self, node: str) -> None:
+        """SIGKILL the node's main process (the container stays, stopped). Works on a paused
+        (frozen) node too, without letting it run first."""
+        if self.state(node).get("Running"):
+            docker("kill", "-s", "KILL", node)
+        wait_until(lambda: not self.state(node).get("Running"), 30, f"{node} to die after SIGKILL", 0.2)
+
+    def stop(self, node: str, timeout: float = 60) -> None:
+        """Graceful stop: SIGTERM, then SIGKILL after ``timeout`` seconds."""
+        if self.paused(node):
+            docker("unpause", node, check=False)
+        docker("stop", "-t", str(int(timeout)), node, timeout=timeout + 60)
+
+    def start(self, node: str) -> None:
+        if self.paused(node):
+            docker("unpause", node)
+        elif not self.state(node).get("Running"):
+            docker("start", node)
+
+    def pause(self, node: str) -> None:
+        if not self.paused(node):
+            docker("pause", node)
+
+    def unpause(self, node: str) -> None:
+        if self.paused(node):
+            docker("unpause", node)
+
+    def exited(self) -> dict[str, str]:
+        """Nodes whose container has exited (nothing of the harness's holds them down), each
+        with the last lines it logged: what it died of."""
+        out = {}
+        for node in self.nodes():
+            st = self.state(node)
+            if st and st.get("Status") == "exited":
+                # docker's timestamp prefix dropped: the broker's own line is the evidence
+                tail = [line.split(" ", 1)[-1] for line in self.logs(node, tail=60).splitlines() if line.strip()]
+                hint = [line for line in tail if "BOOT FAILED" in line or "rror" in line or "xception" in line]
+                out[node] = f"exit {st.get('ExitCode')}: " + " | ".join((hint or tail)[-4:])[-800:]
+        return out
+
+    def exit_code(self, node: str) -> int | None:
+        st = self.state(node)
+        return None if st.get("Running") else st.get("ExitCode")
+
+    def erase_data(self, node: str) -> None:
+        """Delete everything in the node's data volume (the node must not be running)."""
+        if self.state(node).get("Running"):
+            raise ClusterError(f"cannot erase the data of running node {node}")
+        image = self._inspect(node)["Config"]["Image"]  # type: ignore[index]
+        mount = self.data_mount(node)
+        docker("run", "--rm", "--network", "none", "--entrypoint", "/bin/sh",
+               "-v", f"{self.volume_name(node)}:{mount}", image, "-c",
+               f"find {mount} -mindepth 1 -delete", timeout=120)
+
+    def data_mount(self, node: str) -> str:
+        for prefix, path in self.data_mounts.items():
+            if node.startswith(prefix):
+                return path
+        raise KeyError(node)
+
+    def wipe(self, node: str, start: bool = True, **options: Any) -> None:
+        """Lose the node's data: SIGKILL it, erase its data volume, start it again (if ``start``).
+        ``options`` are the fault's params (a plug-in may read its own)."""
+        self.kill(node)
+        self.erase_data(node)
+        if start:
+            self.start(node)
+
+    def logs(self, node: str, tail: int | None = None, since: str | None = None) -> str:
+        """The node's container log (``since``: a docker timestamp, e.g. its last start)."""
+        args = (["logs", "--timestamps"] + (["--tail", str(tail)] if tail else [])
+                + (["--since", since] if since else []) + [node])
+        proc = docker(*args, check=False, timeout=120)
+        return (proc.stdout or "") + (proc.stderr or "")
+
+    def collect_logs(self, run_dir: str | os.PathLike) -> None:
+        out = Path(run_dir) / "logs"
+        out.mkdir(parents=True, exist_ok=True)
+        for node in self.nodes():
+            (out / f"{node}.log").write_text(self.logs(node) if self.exists(node) else "(no container)\n")
+
+    def logs_tail(self, lines: int = 40) -> str:
+        parts = []
+        for node in self.nodes():
+            st = self.state(node)
+            parts.append(f"--- {node} (running={st.get('Running')}, exit={st.get('ExitCode')}) ---\n"
+                         + self.logs(node, tail=lines))
+        return "\n".join(parts)
+
+    def _wait_healthy_or_explain(self, cond, timeout: float, what: str,
+                                 must_run: list[str] | None = None) -> None:
+        """Wait for ``cond``; fail at once (with logs) if a node of ``must_run`` exits."""
+        t0 = time.monotonic()
+
+        def check():
+            for node in must_run or []:
+                st = self.state(node)
+                if st and not st.get("Running"):
+                    raise NodeExitedError(f"{self.kind} node {node} exited (code {st.get('ExitCode')}) "
+                                       f"while waiting for {what}\n{self.logs_tail()}")
+            return cond()
+        try:
+            wait_until(check, timeout, what, interval=1.0, reraise=(NodeExitedError,))
+        except TimeoutError as exc:
+            raise ClusterError(f"{self.kind} cluster not healthy: {exc}\n{self.logs_tail()}") from None
+        log(f"{self.kind}: {what} after {time.monotonic() - t0:.1f}s")
+
+    def status(self) -> dict[str, str]:
+        res = {}
+        for node in self.nodes():
+            st = self.state(node)
+            res[node] = st.get("Status", "absent") if st else "absent"
+        return res
+

@@ -1,0 +1,136 @@
+"""Running a schedule: each step at its time, each fault with a ``duration`` lifted that long
+after it started, a step with ``when`` applied once its state holds (or failed when it never
+does). Apart from the faults themselves (Jepsen's generator/interpreter.clj runs generators
+apart from the nemesis): the scheduler only asks the nemesis to apply and end faults.
+"""
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from typing import Any, Protocol
+
+from nemesis import log
+from nemesis.faults import Fault
+from nemesis.schedule import Step, parse
+from nemesis.targets import resolve
+
+POLL = 0.5  # how often a step's ``when`` is looked at again
+
+
+class Applies(Protocol):
+    """What the scheduler asks of the nemesis (nemesis.core.Nemesis)."""
+    cluster: Any
+    rng: Any
+    subject: str | None
+    clock: Any
+
+    def apply(self, fault: Step, condition: dict | None = None) -> Fault | None: ...
+
+    def end(self, f: Fault) -> None: ...
+
+    def active_faults(self) -> list[Fault]: ...
+
+    def write(self, record: dict) -> None: ...
+
+
+class Scheduler:
+    """One run of a schedule against a nemesis; ``own_stop`` is the nemesis's own stop
+    (``Nemesis.stop``), ``stop`` the caller's: either ends the run early."""
+
+    def __init__(self, nem: Applies, own_stop: threading.Event, stop: threading.Event | None = None,
+                 on_error: str = "record") -> None:
+        self.nem = nem
+        self.own_stop = own_stop
+        self.stop = stop
+        self.on_error = on_error
+
+    def run(self, steps: Any, duration: float | None = None) -> None:
+        """See ``Nemesis.run``."""
+        if not isinstance(steps, (list, tuple)) or not all(isinstance(s, Step) for s in steps):
+            steps = parse(steps)  # raw data given by hand; a scenario's come parsed (sc.steps)
+        start = time.monotonic()
+        end = start + duration if duration is not None else None
+        queue: list[tuple[float, int, str, Any]] = []
+        for i, st in enumerate(steps):
+            if duration is None or st.at < duration:
+                heapq.heappush(queue, (start + st.at, i, "apply", st))
+        seq = len(queue)
+        deadlines: dict[int, float] = {}  # a waiting step's id -> when its ``when`` gives up
+        # each step yields at most one lift, and a waiting step one re-check per POLL: bounded
+        bound = 4 * seq + 1 + sum(int(st.when["within"] / POLL) + 2 for st in steps if st.when)
+        for _ in range(bound):
+            if not queue or (end is not None and queue[0][0] >= end):
+                break
+            when, key, action, obj = heapq.heappop(queue)
+            if self._wait_until(when):
+                return
+            if action == "end":
+                self.nem.end(obj)
+                continue
+            cond = self._ready(obj, key, deadlines) if obj.when else None
+            if cond is not None and not cond:
+                heapq.heappush(queue, (time.monotonic() + POLL, key, action, obj))
+                continue
+            f = self._apply_step(obj, cond)
+            if f is not None and obj.duration is not None and f in self.nem.active_faults():
+                seq += 1
+                heapq.heappush(queue, (time.monotonic() + obj.duration, seq, "end", f))
+        # a step still waiting for its condition when the schedule ends did not happen: say so
+        # (a silent skip would let the run be judged as if it had)
+        for _, key, action, obj in queue:
+            if action == "apply" and key in deadlines:
+                self._apply_step(obj, self._ready(obj, key, deadlines, cut_short=True))
+        if end is not None:
+            self._wait_until(end)
+
+    def _ready(self, st: Step, key: int, deadlines: dict[int, float], cut_short: bool = False) -> dict:
+        """What a step's ``when`` found: {} to look again later. Past its ``within``, or
+        ``cut_short`` by the schedule's end, the step goes ahead to fail (``apply`` raises,
+        ``_apply_step`` records why): the claim's set-up never happened, so nothing after it
+        may count as evidence."""
+        now = time.monotonic()
+        deadlines.setdefault(key, now + st.when["within"])
+        ok, seen = self._condition(st.when)
+        waited = round(st.when["within"] - (deadlines[key] - now), 2)
+        if ok and not cut_short:
+            return {"same": st.when["same"], "nodes": seen[0], "waited_s": waited}
+        if cut_short:
+            return {"same": st.when["same"], "seen": seen, "waited_s": waited, "failed": True, "cut_short": True}
+        if now >= deadlines[key]:
+            return {"same": st.when["same"], "seen": seen, "waited_s": waited, "failed": True}
+        return {}
+
+    def _condition(self, cond: dict) -> tuple[bool, list]:
+        seen = []
+        for expr in cond["same"]:
+            try:
+                seen.append(sorted(resolve(self.nem.cluster, expr, self.nem.rng, self.nem.subject)))
+            except Exception as exc:  # noqa: BLE001 - a role nobody holds (mid-election): not yet
+                seen.append(f"{type(exc).__name__}: {exc}")
+        return seen[0] == seen[1] and isinstance(seen[0], list), seen
+
+    def _wait_until(self, when: float) -> bool:
+        """Wait for a scheduled time; True if told to stop first."""
+        while True:
+            if self.own_stop.is_set() or (self.stop is not None and self.stop.is_set()):
+                return True
+            left = when - time.monotonic()
+            if left <= 0:
+                return False
+            (self.stop or self.own_stop).wait(min(left, 0.2))
+
+    def _apply_step(self, st: Step, condition: dict | None = None) -> Fault | None:
+        try:
+            return self.nem.apply(st, condition=condition)
+        except Exception as exc:  # noqa: BLE001 - a failed step is recorded, the run goes on
+            if self.on_error == "raise":
+                raise
+            t = self.nem.clock.now()
+            log(f"step {st.fault} {st.targets!r} failed: {exc}")
+            failed = [f for f in self.nem.active_faults() if f.details.get("error")]
+            if not failed:
+                self.nem.write({"fault": st.fault, "targets": [], "t_start": t, "t_end": t,
+                                "details": {"spec": st.targets, "params": st.params, "when": condition,
+                                            "error": f"{type(exc).__name__}: {exc}"}})
+            return failed[-1] if failed else None
