@@ -76,6 +76,7 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
         return dict(broker.measure(sc, windows.samples_in(samples, span), windows.logs_in(logs, t0, span),
                                    produce, consume, start))
     m = plugin(w.effect, fault_start)
+    in_effect = windows.samples_in(samples, w.effect)
     for name in windows.NAMED:
         span = getattr(w, name)
         if span is not None and w.effect is not None:
@@ -83,11 +84,10 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
     m["windows"] = w.to_json()
     # whose view the recorded state is (the plug-in's ``view_from``), seconds per view
     m["view_from"] = dict(Counter(",".join(v) if isinstance(v, list) else str(v)
-                                  for s in windows.samples_in(samples, w.effect) if "view_from" in s
-                                  for v in [s["view_from"]]))
+                                  for s in in_effect if "view_from" in s for v in [s["view_from"]]))
     if w.effect is not None:
         m["blocked_s"] = blocked_s(produce, consume, *w.effect)
-    m["nodes_down_s"] = nodes_down_s(windows.samples_in(samples, w.effect))
+    m["nodes_down_s"] = nodes_down_s(in_effect)
     # each fault's own times, for predictions about when something happened (expect's windows)
     faults = [f for f in records if f.get("id")]
     m["faults_at"] = {f["id"]: {"start": f.get("t_start"), "end": f.get("t_end")} for f in faults}

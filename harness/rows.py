@@ -344,9 +344,10 @@ def run_id(path: str | None) -> str | None:
 def operator_events(run_dir: Path, info: dict) -> list[dict]:
     """What the harness itself did to the cluster in a run, beyond the scenario's faults (a
     restart as an operator would, a stale partition's repair): nemesis.jsonl's operator
-    records (harness.windows), and run.json's restart of the nodes that did not serve."""
+    records (harness.windows). A run from before issue 34 recorded its restart of the nodes
+    that did not serve in run.json only: that record stands in for it."""
     out = windows.operator_events(store.read_jsonl(Path(run_dir) / store.NEMESIS_LOG))
-    if info.get("operator_recovery"):
+    if info.get("operator_recovery") and not any(e.get("action") == "restart" for e in out):
         out.append({"fault": "operator_recovery", **info["operator_recovery"]})
     return out
 

@@ -321,14 +321,17 @@ class Run:
         else:
             self.phase("whole")
         # any hand the harness lent since the faults began (a stale partition's repair, a
-        # restart): not self-healed, whatever the cluster looks like now
-        ops = [e for e in self.nemesis.operator_events if e["t_start"] >= self.info["phases"]["faults"]]
-        self.info["self_healed"] = not ops
+        # restart): not self-healed, whatever the cluster looks like now; a probe's own
+        # action after the heal (an election) is recorded, but is no part of the heal
+        self.info["self_healed"] = not self._operator_events()
         self.probes.after_heal()
-        self.info["operator_events"] = [e for e in self.nemesis.operator_events
-                                        if e["t_start"] >= self.info["phases"]["faults"]]
+        self.info["operator_events"] = self._operator_events()
         self.phase("recovery")
         self.stop_all.wait(t.recovery)
+
+    def _operator_events(self) -> list[dict]:
+        """The harness's own actions on the cluster since the faults began."""
+        return [e for e in self.nemesis.operator_events if e["t_start"] >= self.info["phases"]["faults"]]
 
     def operator(self, action: str, targets: list[str], details: dict, act: Callable[[], object]) -> object:
         """An action of the harness's own on the cluster (a probe's election): an operator

@@ -242,3 +242,18 @@ def test_isr_shrink_lag_from_the_leaders_own_record():
     # the least lag over the removed replicas: broker 2's, 12.326 s; another topic's shrink left out
     assert shrink_lag({"kafka1": line + other, "kafka2": ""}, "mqchaos") == {"isr_shrink_lag_s": 12.326}
     assert shrink_lag({"kafka1": other}, "mqchaos") == {}
+
+
+def test_a_restart_is_one_operator_event_in_the_published_evidence(tmp_path):
+    import json as _json
+
+    from harness import rows, store
+    recovery = {"reason": "rabbit1 does not serve", "restarted": ["rabbit1"], "t": 100.0, "failed": None}
+    # a run before issue 34: the restart is in run.json only
+    assert rows.operator_events(tmp_path, {"operator_recovery": recovery}) == [
+        {"fault": "operator_recovery", **recovery}]
+    # since: nemesis.jsonl's record is the event; run.json's summary of it is not a second one
+    rec = {"fault": "operator", "action": "restart", "targets": ["rabbit1"], "t_start": 100.0, "t_end": 120.0,
+           "details": {"reason": recovery["reason"]}}
+    (tmp_path / store.NEMESIS_LOG).write_text(_json.dumps(rec) + "\n")
+    assert rows.operator_events(tmp_path, {"operator_recovery": recovery}) == [rec]

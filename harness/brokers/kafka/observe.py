@@ -5,8 +5,8 @@ the version has one; afterwards, the leader changes, ISR shrinks and log truncat
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 
 from harness.measures import ack_latency_max, changes, duration, timeline
 
