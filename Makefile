@@ -12,10 +12,10 @@ export PYSPARK_PYTHON ?= $(abspath $(PY))
 # setup = the virtualenv (Java for Spark included) + a running Docker engine.
 setup: venv engine
 
-# The virtualenv, then the JVM class-data-sharing archive Spark starts from (checkers/cds.py:
+# The virtualenv, then the JVM class-data-sharing archive Spark starts from (checkers/spark/cds.py:
 # built once per Java/pyspark, about a minute; it halves Spark's start-up).
 venv: $(VENV)/.installed
-	@$(PY) -m checkers.cds --ensure-cds
+	@$(PY) -m checkers.spark.cds --ensure-cds
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless)
@@ -64,6 +64,7 @@ bench-cluster: images
 
 bench: venv
 	$(PY) -m bench.checker_bench $(BENCH_ARGS)
+	$(PY) -m bench.log_bench $(LOG_BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
@@ -124,10 +125,11 @@ NIGHTLY_REPEAT ?= 1
 nightly: images
 	$(MQCHAOS) catalogue --kind nightly --repeat $(NIGHTLY_REPEAT)
 
-# Spark over many runs (checkers/analyze.py, docs/nightly.md): every run below ANALYZE_RESULTS
-# in one Spark job -> ANALYZE_OUT/{runs.parquet,summary.md,summary.html,...}. `latest` links
-# are not followed and directories that are not runs (suites, nightly, analysis) are skipped,
-# so each run counts once. ANALYZE_MASTER=spark://host:7077 for a standalone master.
+# Spark over many runs (checkers/trend.py, harness/trend_report.py, docs/nightly.md): every
+# run below ANALYZE_RESULTS in one Spark job -> ANALYZE_OUT/{runs.parquet,summary.md,
+# summary.html,...}. `latest` links are not followed and directories that are not runs
+# (suites, nightly, analysis) are skipped, so each run counts once.
+# ANALYZE_MASTER=spark://host:7077 for a standalone master.
 ANALYZE_RESULTS ?= results
 ANALYZE_OUT ?= results/analysis/$(shell date -u +%Y-%m-%dT%H-%M-%SZ)
 ANALYZE_MASTER ?=

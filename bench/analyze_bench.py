@@ -11,8 +11,8 @@ analysis runs twice, each in its own process, timed wall-clock from the
 command's start to its exit (JVM start-up included):
 
   local       mqchaos analyze TREE --out ...                  (local[*])
-  standalone  spark-submit --master spark://127.0.0.1:<port> checkers/analyze.py TREE --out ...
-              on one master + one worker started by checkers.standalone (not timed:
+  standalone  spark-submit --master spark://127.0.0.1:<port> harness/trend_report.py TREE --out ...
+              on one master + one worker started by checkers.spark.standalone (not timed:
               the cluster start is reported apart)
 
 Both must report the planted totals (lost, duplicated) and agree with each
@@ -137,8 +137,8 @@ def _sources_digest() -> str:
     import hashlib
 
     h = hashlib.sha256()
-    for f in ("checkers/analysis.py", "checkers/history.py", "checkers/check.py", "checkers/spark.py",
-              "checkers/analyze.py"):
+    for f in ("checkers/analysis.py", "checkers/history.py", "checkers/check.py", "checkers/spark/__init__.py",
+              "checkers/trend.py", "harness/trend_report.py"):
         h.update((ROOT.parent / f).read_bytes())
     return h.hexdigest()[:12]
 
@@ -156,6 +156,33 @@ def _timed(cmd: list[str], env: dict, log: Path, timeout: float) -> float:
 
 def _summary(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
+
+
+def _checks(summaries: dict, runs: int, planted: dict) -> dict:
+    """Per mode: the figures analyze found, and whether they are the planted ones."""
+    checks = {}
+    for mode, s in summaries.items():
+        lost = sum(r["lost"] for r in s["by_version"])
+        dup = sum(r["duplicated"] for r in s["by_version"])
+        conf = sum(r["confirmed"] for r in s["by_version"])
+        checks[mode] = {"runs_checked": s["runs_checked"], "lost": lost, "duplicated": dup, "confirmed": conf,
+                        "spark_seconds": s["seconds"], "master": s["master"],
+                        "planted_ok": (s["runs_checked"], lost, dup, conf) ==
+                        (runs, planted["lost"], planted["duplicated"], planted["ok"])}
+    return checks
+
+
+def _table(row: dict, summaries: dict, checks: dict, stamp: str) -> list[str]:
+    md = [f"analyze: {row['runs']} runs x {row['messages']:,} messages ({row['attempts']:,} attempts), "
+          f"{os.cpu_count()} cores, {stamp}",
+          "", "| mode | wall s | of which in analyze (summary.json) | planted figures found |", "|---|---|---|---|"]
+    for mode in summaries:
+        md.append(f"| {mode} | {row[mode + '_s']} | {checks[mode]['spark_seconds']} | {checks[mode]['planted_ok']} |")
+    if "standalone_start_s" in row:
+        md.append(f"\nstandalone master + worker start: {row['standalone_start_s']} s")
+    if "modes_agree" in row:
+        md.append(f"local and standalone agree on every aggregate: {row['modes_agree']}")
+    return md
 
 
 def main() -> int:
@@ -189,7 +216,7 @@ def main() -> int:
         summaries["local"] = _summary(out)
         print(f"local: {row['local_s']} s", flush=True)
     if "standalone" in a.modes:
-        from checkers.standalone import Standalone, spark_home
+        from checkers.spark.standalone import Standalone, spark_home
 
         out = work / "standalone"
         t1 = time.monotonic()
@@ -199,34 +226,18 @@ def main() -> int:
                 [os.path.join(spark_home(), "bin", "spark-submit"), "--master", url,
                  "--driver-memory", "2g", "--conf", f"spark.executor.memory={a.executor_memory}",
                  "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-                 "checkers/analyze.py", str(tree), "--out", str(out)],
+                 "harness/trend_report.py", str(tree), "--out", str(out)],
                 env, work / "standalone.log", a.timeout)
         summaries["standalone"] = _summary(out)
         print(f"standalone: {row['standalone_s']} s (cluster start {row['standalone_start_s']} s)", flush=True)
-    checks = {}
-    for mode, s in summaries.items():
-        lost = sum(r["lost"] for r in s["by_version"])
-        dup = sum(r["duplicated"] for r in s["by_version"])
-        conf = sum(r["confirmed"] for r in s["by_version"])
-        checks[mode] = {"runs_checked": s["runs_checked"], "lost": lost, "duplicated": dup, "confirmed": conf,
-                        "spark_seconds": s["seconds"], "master": s["master"],
-                        "planted_ok": (s["runs_checked"], lost, dup, conf) ==
-                        (a.runs, planted["lost"], planted["duplicated"], planted["ok"])}
+    checks = _checks(summaries, a.runs, planted)
     row["checks"] = checks
     if len(summaries) == 2:
         row["modes_agree"] = summaries["local"]["by_version"] == summaries["standalone"]["by_version"] \
             and summaries["local"]["by_day"] == summaries["standalone"]["by_day"]
     (work / "result.json").write_text(json.dumps(row, indent=1))
     (ROOT / "results" / f"analyze-{stamp}.json").write_text(json.dumps(row, indent=1))
-    md = [f"analyze: {a.runs} runs x {a.messages:,} messages ({a.runs * a.messages:,} attempts), "
-          f"{os.cpu_count()} cores, {stamp}",
-          "", "| mode | wall s | of which in analyze (summary.json) | planted figures found |", "|---|---|---|---|"]
-    for mode in summaries:
-        md.append(f"| {mode} | {row[mode + '_s']} | {checks[mode]['spark_seconds']} | {checks[mode]['planted_ok']} |")
-    if "standalone_start_s" in row:
-        md.append(f"\nstandalone master + worker start: {row['standalone_start_s']} s")
-    if "modes_agree" in row:
-        md.append(f"local and standalone agree on every aggregate: {row['modes_agree']}")
+    md = _table(row, summaries, checks, stamp)
     (ROOT / "results" / f"analyze-{stamp}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     ok = all(c["planted_ok"] for c in checks.values()) and row.get("modes_agree", True)

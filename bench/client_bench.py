@@ -24,6 +24,7 @@ from harness.brokers.kafka.clients import KafkaProducerWorker
 from harness.brokers.rabbitmq.clients import RabbitPublisher
 from harness.brokers.rabbitmq.workload import endpoints as rabbit_endpoints
 from harness.history import JsonlWriter, RunClock
+from harness.util import setup_logging
 
 ROOT = Path(__file__).resolve().parent
 
@@ -130,4 +131,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    setup_logging()
     raise SystemExit(main())

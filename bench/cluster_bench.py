@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from harness.util import setup_logging
+
 TARGETS = {"rabbitmq": 45.0, "kafka": 60.0}
 
 
@@ -61,4 +63,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    setup_logging()
     sys.exit(main())

@@ -19,6 +19,7 @@ import pika
 from bench.client_bench import ROOT, kafka_harness, rabbit_harness
 from harness import brokers
 from harness.brokers.rabbitmq.workload import endpoints as rabbit_endpoints
+from harness.util import setup_logging
 
 
 def _rabbit(cluster, n: int, runs: int) -> dict[str, list[float]]:
@@ -76,4 +77,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    setup_logging()
     raise SystemExit(main())

@@ -28,6 +28,7 @@ from pathlib import Path
 from harness import store
 from harness.rows import (DOC_BATCHES, SPLIT_JSON, compact_json, md_cell, md_table, published_dir, repo_path,
                           run_name, splice)
+from harness.util import setup_logging
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -160,12 +161,12 @@ def check_100k(messages: int = 100_000) -> dict:
     import tempfile
 
     from checkers import synth
-    from harness.checking import Checker
+    from harness.checking import CheckQueue
     from harness.runner import Run
     from harness.scenario import load
 
     sc = load(REPO / "scenarios" / "K7-leader-cut-from-zk-acks1.yaml")
-    out, ch = {}, Checker(app="mqchaos-bench-main")
+    out, ch = {}, CheckQueue(app="mqchaos-bench-main")
     with tempfile.TemporaryDirectory() as tmp:
         for k, (name, n) in enumerate([(f"main-job-{i}", 20_000) for i in range(1, 5)] + [("measured", messages)]):
             run = Run(sc, results=Path(tmp), check=False)
@@ -238,4 +239,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    setup_logging()
     sys.exit(main())

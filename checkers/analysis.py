@@ -68,7 +68,10 @@ LARGE_INPUT = 2_000_000
 
 # A message's flags (bits, or-ed over its records): marked poison by its producer; read
 # from a dead-letter queue; taken by a consumer that gave up rejecting it.
-POISON, DEAD_LETTERED, GAVE_UP = 1, 2, 4
+POISON, DEAD_LETTERED, GAVE_UP, ABORTED = 1, 2, 4, 8
+LOG_ANOMALIES = ("inconsistent_offsets", "poll_skips", "nonmonotonic_polls",
+                 # and what no committed-read isolation allows (checkers.txn)
+                 "aborted_reads", "uncommitted_reads", "torn_transactions")
 ANOMALY_KINDS = ("lost", "duplicated", "unexpected", "recovered", "recovered_fail", "id_conflicts")
 
 
@@ -135,7 +138,10 @@ REJECTED = "coalesce(rejected, false)"  # a consume line handed back to the brok
 CONSUME_FLAGS = (f"CASE WHEN {REJECTED} THEN 0 ELSE "
                  f"(CASE WHEN coalesce(dead_lettered, false) THEN {DEAD_LETTERED} ELSE 0 END) | "
                  f"(CASE WHEN coalesce(gave_up, false) THEN {GAVE_UP} ELSE 0 END) END")
-PRODUCE_FLAGS = f"CASE WHEN coalesce(poison, false) THEN {POISON} ELSE 0 END"
+PRODUCE_FLAGS = (f"(CASE WHEN coalesce(poison, false) THEN {POISON} ELSE 0 END) | "
+                 f"(CASE WHEN coalesce(aborted, false) THEN {ABORTED} ELSE 0 END)")
+# a transactional message's transaction, as a fixed-width key (checkers.txn)
+TXN_HASH = "CASE WHEN txn IS NOT NULL THEN xxhash64(txn) END"
 
 
 def _count_if(cond):
@@ -174,11 +180,14 @@ def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
             f"ELSE {_rank('outcome')} END AS r, "
             f"CASE WHEN NOT {_BAD} AND outcome = 'ok' THEN t_complete END AS tc, "
             f"CASE WHEN NOT {_BAD} THEN xxhash64(producer) END AS ph, "
-            f"CASE WHEN {_BAD} THEN 0 ELSE {PRODUCE_FLAGS} END AS fl FROM {{produce}}")
+            f"CASE WHEN {_BAD} THEN 0 ELSE {PRODUCE_FLAGS} END AS fl, "
+            f"CASE WHEN NOT {_BAD} THEN {TXN_HASH} END AS th, CASE WHEN NOT {_BAD} THEN t_commit END AS tcm, "
+            f"CAST(NULL AS DOUBLE) AS td FROM {{produce}}")
     if consume is not None:
         rows += (f" UNION ALL SELECT run, msg_id, CASE WHEN {_BAD} THEN 0 WHEN {REJECTED} THEN 7 "
                  f"WHEN {HAS_WRITER} THEN 4 ELSE 5 END, CAST(NULL AS DOUBLE), CAST(NULL AS BIGINT), "
-                 f"CASE WHEN {_BAD} THEN 0 ELSE {CONSUME_FLAGS} END FROM {{consume}}")
+                 f"CASE WHEN {_BAD} THEN 0 ELSE {CONSUME_FLAGS} END, CAST(NULL AS BIGINT), CAST(NULL AS DOUBLE), "
+                 f"CASE WHEN NOT {_BAD} AND NOT {REJECTED} THEN t END FROM {{consume}}")
     attempt = "r BETWEEN 1 AND 3"
     # Message ids are (nearly) all distinct: an aggregation before the shuffle
     # would only cost. Shuffled first, the aggregation runs once, after it
@@ -186,7 +195,8 @@ def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
     text = (f"SELECT run, msg_id, sum({_int(attempt)}) AS attempts, sum({_int('r = 6')}) AS inv, "
             f"max(CASE WHEN {attempt} THEN r END) AS best, sum({_int('r IN (4, 5)')}) AS dlv, "
             f"sum({_int('r = 0')}) AS bad, min(ph) AS pmin, max(ph) AS pmax, max(tc) AS ok_t, "
-            f"sum({_int('r = 5')}) AS nw, sum({_int('r = 7')}) AS rej, bit_or(fl) AS fl "
+            f"sum({_int('r = 5')}) AS nw, sum({_int('r = 7')}) AS rej, bit_or(fl) AS fl, "
+            f"max(th) AS th, max(tcm) AS tcm, min(td) AS td "
             f"FROM (SELECT /*+ REPARTITION(run, msg_id) */ * FROM ({rows})) GROUP BY run, msg_id")
     return sql(text, produce=produce, consume=consume) if consume is not None else sql(text, produce=produce)
 
@@ -200,21 +210,24 @@ def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | Non
         _count_if(~inv).alias("attempts"), _count_if(inv).alias("inv"),
         F.max(F.expr(_rank("outcome"))).alias("best"),
         F.min(F.xxhash64("producer")).alias("pmin"), F.max(F.xxhash64("producer")).alias("pmax"),
-        F.max(F.when(ok, F.col("t_complete"))).alias("ok_t"), F.bit_or(F.expr(PRODUCE_FLAGS)).alias("pfl"))
+        F.max(F.when(ok, F.col("t_complete"))).alias("ok_t"), F.bit_or(F.expr(PRODUCE_FLAGS)).alias("pfl"),
+        F.max(F.expr(TXN_HASH)).alias("th"), F.max("t_commit").alias("tcm"))
     if consume is None:
         m = m.select("*", *[F.lit(0).cast("long").alias(k) for k in ("dlv", "nw", "rej")],
-                     F.lit(0).alias("cfl"))
+                     F.lit(0).alias("cfl"), F.lit(None).cast("double").alias("td"))
     else:
         rej = F.expr(REJECTED)
         d = consume.groupBy("msg_id").agg(_count_if(~rej).alias("dlv"), _count_if(~rej & ~F.expr(HAS_WRITER)).alias("nw"),
-                                          _count_if(rej).alias("rej"), F.bit_or(F.expr(CONSUME_FLAGS)).alias("cfl"))
+                                          _count_if(rej).alias("rej"), F.bit_or(F.expr(CONSUME_FLAGS)).alias("cfl"),
+                                          F.min(F.when(~rej, F.col("t"))).alias("td"))
         m = m.join(d, "msg_id", "full_outer")
     zero = (lambda c: F.coalesce(c, F.lit(0)).cast("long"))
     return m.select(F.lit(rid).alias("run"), "msg_id",
                     zero("attempts").alias("attempts"), zero("inv").alias("inv"), "best",
                     zero("dlv").alias("dlv"), F.lit(0).cast("long").alias("bad"),
                     "pmin", "pmax", "ok_t", zero("nw").alias("nw"), zero("rej").alias("rej"),
-                    F.coalesce("pfl", F.lit(0)).bitwiseOR(F.coalesce("cfl", F.lit(0))).alias("fl"))
+                    F.coalesce("pfl", F.lit(0)).bitwiseOR(F.coalesce("cfl", F.lit(0))).alias("fl"),
+                    "th", "tcm", "td")
 
 
 def per_message(produce: DataFrame | None, consume: DataFrame | None,
@@ -587,7 +600,9 @@ def verdict(d: dict) -> tuple[bool | None, str]:
         return None, "history breaks its contract: a msg_id was written by more than one producer"
     if d["attempted"] == 0:
         return None, "nothing was attempted"
-    bad = [k for k in ("lost", "unexpected", "ordering_violations") if d[k]]
+    # the log anomalies no reading of a log allows (checkers.logs): two messages at one
+    # position, a reader that skipped a known position or stepped back on an assigned one
+    bad = [k for k in ("lost", "unexpected", "ordering_violations", *LOG_ANOMALIES) if d.get(k)]
     if bad:
         return False, ", ".join(f"{k}={d[k]}" for k in bad)
     return True, "no lost, unexpected or out-of-order messages"

@@ -7,6 +7,8 @@ from pathlib import Path
 from datetime import datetime, timezone
 
 from checkers import analysis as A
+from checkers import logs as L
+from checkers import txn as X
 from checkers.history import HistoryError, Run, bucketed, convert, load, open_runs, records_estimate, run_ids
 from checkers.spark import fit_partitions, session
 from harness import store
@@ -49,17 +51,20 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
 def _queries(m, produce, consume, rules: dict, large: bool, threshold: float) -> tuple:
     # One Spark job: identity, the producer-hash check, unavailability and ordering
     # (on the deliveries that carry their writer), whose stages share the cores.
-    ident, collide, unav, reads, order = A.run_queries([
+    log_queries = L.queries(produce, consume) or []
+    ident, collide, unav, reads, order, txns, *log_parts = A.run_queries([
         A.identity_query(None, None, m=m),
         A.collisions_query(produce),
         A.unavailable_query(produce, threshold),
         # a sort of the consume log per reader: not on millions of records (docs/history.md)
         A.read_gaps_query(consume, threshold) if consume is not None and not large else None,
-        A.ordering_query(produce, consume, rules, {}, exact=not large) if consume is not None else None])
+        A.ordering_query(produce, consume, rules, {}, exact=not large) if consume is not None else None,
+        X.transactions_query(m),
+        *log_queries])
     # Then, for runs with loss, a small job over the per-message rows.
     lossy = {rid: d["lost_window"][1] for rid, d in ident.items() if d.get("lost") and d.get("lost_window")}
     detail = (A.loss_detail(m, produce, lossy, sum(ident[r]["lost"] for r in lossy)) if lossy else {})
-    return ident, collide, unav, reads, order, detail
+    return ident, collide, unav, reads, order, detail, log_parts, txns
 
 
 def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce, consume,
@@ -70,7 +75,7 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
         if not large:  # kept for the loss's detail, if there is loss
             m = m.cache()
         try:
-            ident, collide, (unav, unav_p), reads, order, detail = _queries(
+            ident, collide, (unav, unav_p), reads, order, detail, log_parts, txns = _queries(
                 m, produce, consume, rules, large, threshold)
         finally:
             if not large:
@@ -99,13 +104,16 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
     if unknown:
         raise HistoryError("Spark read history files it cannot attribute to a run directory "
                            f"(unusual characters in a path?): {len(unknown)} run ids")
+    logs = L.combine(log_parts, ids)
+    for rid, figures in X.combine(txns, ids).items():
+        logs[rid].update(figures)
     return {run.dir: _result(ident.get(rid), run, rules[rid], order.get(rid), unav.get(rid, []), unav_p.get(rid, {}),
-                             reads.get(rid, {}) if computed else None, detail.get(rid), threshold)
+                             reads.get(rid, {}) if computed else None, detail.get(rid), threshold, logs[rid])
             for rid, run in ids.items()}
 
 
 def _result(ident: dict | None, run: Run, rule: str, order: dict | None, unav: list, unav_p: dict,
-            reads: dict | None, detail: dict | None, threshold: float) -> CheckResult:
+            reads: dict | None, detail: dict | None, threshold: float, logs: dict) -> CheckResult:
     """One run's CheckResult from the queries' parts (``reads`` None: not computed)."""
     d = ident or {k: 0 for k in COUNT_FIELDS} | {"samples": {k: [] for k in A.ANOMALY_KINDS}, "lost_window": None}
     d["malformed_lines"] += sum((run.parquet_malformed or {}).values())
@@ -125,6 +133,7 @@ def _result(ident: dict | None, run: Run, rule: str, order: dict | None, unav: l
     d["read_gaps"] = reads
     d["read_gap_max_s"] = (round(max((z - a for iv in reads.values() for a, z in iv), default=0.0), 3)
                            if reads is not None else None)
+    d.update(logs)  # where each message sits in the log (checkers.logs)
     d["valid"], d["reason"] = A.verdict(d)
     # A history cut short, or made under a fault that did not happen, decides nothing.
     faults = store.read_jsonl(Path(run.dir) / store.NEMESIS_LOG) if "://" not in run.dir else []

@@ -107,7 +107,7 @@ def _run_column(df: DataFrame, runs: list[Run]):
     if len(runs) == 1:
         return F.lit(0)
     by_dir = {r.dir: i for i, r in enumerate(runs)}
-    # Runs listed by Spark (checkers.listing) are named by URI, in Spark's spelling.
+    # Runs listed by Spark (checkers.spark.listing) are named by URI, in Spark's spelling.
     by_uri = {_respell(r.dir): i for i, r in enumerate(runs)}
     by_file: dict[str, int] = {}
     for uri in df.inputFiles():

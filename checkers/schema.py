@@ -20,6 +20,15 @@ PRODUCE = T.StructType([
     # a message the consumers will not take (a "poison" message: rejected until the broker's
     # delivery limit drops or dead-letters it)
     T.StructField("poison", T.BooleanType()),
+    # where an acknowledged write went, when the broker says (history version 3): the
+    # partition ("topic:partition", as a delivery's source) and its offset
+    T.StructField("source", T.StringType()),
+    T.StructField("offset", T.LongType()),
+    # a transactional producer's message (harness/brokers/kafka/txn.py): its transaction, when
+    # its commit (or abort) was asked for, and whether it was aborted
+    T.StructField("txn", T.StringType()),
+    T.StructField("t_commit", T.DoubleType()),
+    T.StructField("aborted", T.BooleanType()),
 ])
 
 CONSUME = T.StructType([
@@ -38,6 +47,9 @@ CONSUME = T.StructType([
     T.StructField("dead_lettered", T.BooleanType()),
     # a poison message the consumer stopped rejecting and took (a bounded number of rejects)
     T.StructField("gave_up", T.BooleanType()),
+    # the reader assigned its partitions itself (true, the default) or subscribed (false: a
+    # rebalance may move it back, so a step back is no anomaly)
+    T.StructField("assigned", T.BooleanType()),
 ])
 
 # A line missing any of these (or mistyping any field) cannot be checked: it

@@ -1,6 +1,6 @@
 """Synthetic histories with planted anomalies, written as a real run directory: the one
 synthetic-run writer the tests, the benchmarks (bench/main_bench.py) and the class-data-sharing
-archive's exercise (checkers/cds.py) share, so what they check is written as a run writes it."""
+archive's exercise (checkers/spark/cds.py) share, so what they check is written as a run writes it."""
 from __future__ import annotations
 
 import json
@@ -132,6 +132,147 @@ def _written_ahead(produce, planted) -> list[dict]:
             continue
         out.append(r)
     return out
+
+
+LOG_PLANTS = ("inconsistent_offsets", "duplicate_offsets", "lost_prefix", "lost_middle", "lost_postfix",
+              "poll_skips", "nonmonotonic_polls", "nonmonotonic_polls_subscribe", "nonmonotonic_sends")
+
+
+def build_log(rng: random.Random, *, producers=2, per_producer=60, partitions=2, p_fail=0.0,
+              **plant: int) -> tuple[list[dict], list[dict], dict[str, int]]:
+    """A Kafka-like history with positions (history version 3): every acknowledged write is
+    appended to partition ``seq % partitions`` of topic ``t`` at the next offset, and reader
+    c0 (assigning the partitions) reads each partition in offset order. Then ``plant``
+    (names in LOG_PLANTS -> how many) plants each log anomaly that many times, on distinct
+    writes and positions; returns (produce, consume, planted counts). A plant may bring
+    others with it (a never-read write makes its reader skip its position): the tests
+    compare those with the independent reference, the planted kind with its count."""
+    unknown = set(plant) - set(LOG_PLANTS)
+    if unknown:
+        raise ValueError(f"unknown plants {sorted(unknown)}")
+    produce, ends = [], {}
+    for seq in range(per_producer):
+        for p in range(producers):
+            t = round(seq * 0.1 + p * 0.01, 6)
+            r = {"msg_id": f"p{p}-{seq}", "producer": f"p{p}", "seq": seq, "t_invoke": t, "t_complete": t + 0.05,
+                 "node": None, "error": None, "outcome": "fail" if rng.random() < p_fail else "ok"}
+            if r["outcome"] == "ok":
+                src = f"t:{seq % partitions}"
+                r.update(source=src, offset=ends.get(src, 0))
+                ends[src] = r["offset"] + 1
+            produce.append(r)
+    _swap_sends(rng, produce, plant.get("nonmonotonic_sends", 0))
+    # c0 reads each partition in offset order (its times by position, whatever the writes' order)
+    consume = [{"msg_id": r["msg_id"], "consumer": "c0", "t": round(100 + r["offset"] * 0.05 + int(r["source"][2:]) * 1e-3, 6),
+                "redelivered": False, "source": r["source"], "offset": r["offset"], "node": None,
+                "producer": r["producer"], "seq": r["seq"]}
+               for r in sorted((r for r in produce if "offset" in r), key=lambda r: (r["source"], r["offset"]))]
+    _plant_reads(rng, consume, ends, plant)
+    return produce, consume, {k: plant.get(k, 0) for k in LOG_PLANTS}
+
+
+def _swap_sends(rng, produce, n) -> None:
+    """n times, two successive writes of one producer to one partition trade offsets."""
+    lanes: dict = {}
+    for r in produce:
+        if "offset" in r:
+            lanes.setdefault((r["producer"], r["source"]), []).append(r)
+    pairs = [(a, b) for lane in lanes.values() for a, b in zip(lane[::2], lane[1::2])]
+    for a, b in rng.sample(pairs, n):
+        a["offset"], b["offset"] = b["offset"], a["offset"]
+
+
+def _plant_reads(rng, consume, ends, plant) -> None:
+    """The read-side plants, each on reads of partition t:0 no other plant touches."""
+    lane = sorted((c for c in consume if c["source"] == "t:0"), key=lambda c: c["offset"])
+    n = {k: plant.get(k, 0) for k in LOG_PLANTS}
+    drop = set(c["msg_id"] for c in lane[:n["lost_prefix"]])               # never read: below the first read
+    drop |= set(c["msg_id"] for c in lane[len(lane) - n["lost_postfix"]:]) if n["lost_postfix"] else set()
+    inner = lane[n["lost_prefix"] + 2:len(lane) - n["lost_postfix"] - 2]
+    # interior reads, three apart so that no two plants touch neighbours
+    spots = inner[::3]
+    rng.shuffle(spots)
+    take = (lambda k: [spots.pop() for _ in range(n[k])])
+    drop |= {c["msg_id"] for c in take("lost_middle")}
+    for i, c in enumerate(take("inconsistent_offsets")):
+        c["msg_id"], c["producer"], c["seq"] = f"ghost-{i}", None, None  # another message at a written position
+    for i, c in enumerate(take("poll_skips")):  # read by a reader of its own instead: c0 steps over it
+        c["consumer"] = f"other{i}"
+    for kind, assigned in (("nonmonotonic_polls", True), ("nonmonotonic_polls_subscribe", False)):
+        for c in take(kind):  # read again right after: one step back (to the same position)
+            consume.append(dict(c, t=round(c["t"] + 1e-5, 6), redelivered=True,
+                                **({} if assigned else {"assigned": False})))
+    last = max(c["t"] for c in consume)
+    for i, c in enumerate(take("duplicate_offsets")):  # appended again at the partition's end, read there
+        off = ends["t:0"] + i
+        consume.append(dict(c, t=round(last + 1 + i, 6), offset=off, redelivered=False))
+    consume[:] = [c for c in consume if c["msg_id"] not in drop]
+
+
+TXN_PLANTS = ("aborted_reads", "uncommitted_reads", "torn_transactions", "lost_transactions")
+
+
+def build_txn(rng: random.Random, *, producers=2, transactions=40, size=4, abort_every=4, unknown=0,
+              **plant: int) -> tuple[list[dict], list[dict], dict[str, int]]:
+    """A transactional history (harness/brokers/kafka/txn.py's records): each producer's
+    transactions of ``size`` messages, every ``abort_every``-th aborted, ``unknown`` of the
+    committed ones left with an unknown commit; a read_committed reader c0 reads every
+    committed message once, after its commit. ``plant`` (TXN_PLANTS -> how many) then plants,
+    on distinct transactions: reads of aborted messages, reads before the commit was asked
+    for, committed transactions read in part, committed transactions never read."""
+    unknown_plant = set(plant) - set(TXN_PLANTS)
+    if unknown_plant:
+        raise ValueError(f"unknown plants {sorted(unknown_plant)}")
+    produce, consume, by_outcome = [], [], {"ok": [], "fail": [], "info": []}
+    for p in range(producers):
+        seq = 0
+        for n in range(1, transactions + 1):
+            txn, t0 = f"p{p}-t{n}", round(n * 1.0 + p * 0.1, 6)
+            outcome = "fail" if abort_every and n % abort_every == 0 else "ok"
+            ids = []
+            for i in range(size):
+                m = f"p{p}-{seq}"
+                ids.append(m)
+                produce.append({"msg_id": m, "producer": f"p{p}", "seq": seq, "outcome": "invoke",
+                                "t_invoke": t0 + i * 0.01, "node": None, "txn": txn})
+                seq += 1
+            by_outcome[outcome].append((txn, ids, t0))
+    rng.shuffle(by_outcome["ok"])
+    for _ in range(unknown):
+        by_outcome["info"].append(by_outcome["ok"].pop())
+    done = {}
+    for outcome, txns in by_outcome.items():
+        for txn, ids, t0 in txns:
+            for i, m in enumerate(ids):
+                done[m] = {"msg_id": m, "producer": m.split("-")[0], "seq": int(m.split("-")[1]), "outcome": outcome,
+                           "t_invoke": t0 + i * 0.01, "t_complete": t0 + 0.3, "node": None,
+                           "error": None if outcome == "ok" else "aborted on purpose", "txn": txn,
+                           "t_commit": t0 + 0.1, **({"aborted": True} if outcome == "fail" else {})}
+                if outcome == "ok":
+                    consume.append({"msg_id": m, "consumer": "c0", "t": t0 + 0.5 + i * 0.001, "redelivered": False,
+                                    "source": "t:0", "offset": None, "node": None, "producer": m.split("-")[0],
+                                    "seq": int(m.split("-")[1])})
+    produce += done.values()
+    _plant_txn(rng, consume, by_outcome, plant)
+    return produce, consume, {k: plant.get(k, 0) for k in TXN_PLANTS}
+
+
+def _plant_txn(rng, consume, by_outcome, plant) -> None:
+    committed = list(by_outcome["ok"])
+    rng.shuffle(committed)
+    take = (lambda k: [committed.pop() for _ in range(plant.get(k, 0))])
+    drop = set()
+    for _, ids, _ in take("torn_transactions"):
+        drop |= set(ids[1:])  # the first read, the rest never
+    for _, ids, _ in take("lost_transactions"):
+        drop |= set(ids)
+    by_id = {c["msg_id"]: c for c in consume}
+    for _, ids, t0 in take("uncommitted_reads"):
+        by_id[ids[0]]["t"] = t0 + 0.05  # before its commit was asked for (t0 + 0.1)
+    for txn, ids, t0 in rng.sample(by_outcome["fail"], plant.get("aborted_reads", 0)):
+        consume.append({"msg_id": ids[0], "consumer": "c0", "t": t0 + 0.5, "redelivered": False, "source": "t:0",
+                        "offset": None, "node": None, "producer": ids[0].split("-")[0], "seq": int(ids[0].split("-")[1])})
+    consume[:] = [c for c in consume if c["msg_id"] not in drop]
 
 
 def write_run(run_dir: Path, produce, consume, *, malformed_produce=(), malformed_consume=(),

@@ -8,12 +8,13 @@ history is closed and judges it once the run loop is done with it: check.json, t
 verdict, the report's text. What only a person or a later Spark job needs goes, once the
 run is judged, to a second lane, which may run beside the next run's check: the report's
 pictures (drawn by a process at the lowest priority) and the history's Parquet copy (in the
-same session, its jobs in a pool whose tasks yield to a check's: checkers/fairscheduler.xml).
+same session, its jobs in a pool whose tasks yield to a check's: checkers/spark/fairscheduler.xml).
 A check that fails leaves that run undecided and the next one checked: a session the
 failure stopped is started again.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -21,14 +22,21 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from checkers.cds import warm_up
+from checkers.spark.cds import warm_up
 from checkers.spark import session
-from harness.runner import Run, log
+from harness.runner import RunHandle
 from harness.util import background_priority
 from harness.verdicts import EXIT_UNKNOWN
 
+log = logging.getLogger(__name__)
 
-class Checker:
+
+class CheckQueue:
+    """Two single-worker queues over one Spark session: "check" (the session's start, then
+    each run's check and judging, in the order submitted) and "keep" (pictures and Parquet
+    copies, after each verdict). What it uses of a run is ``harness.runner.RunHandle``;
+    judging is harness.judge's, through the handle."""
+
     def __init__(self, master: str | None = None, app: str = "mqchaos-batch",
                  spark_factory: Callable[[], Any] | None = None, warm: bool | None = None) -> None:
         self._factory = spark_factory or (lambda: session(master, app))
@@ -48,7 +56,7 @@ class Checker:
             t.start()
 
     # -- the batch's side ------------------------------------------------------------------
-    def submit(self, run: Run, done: Callable[[int, str | None], None]) -> None:
+    def submit(self, run: RunHandle, done: Callable[[int, str | None], None]) -> None:
         """Check ``run`` (its history closed); ``done(exit code, error)`` once judged."""
         with self._cond:
             self._lanes["check"].append(partial(self._check, run, done, time.monotonic()))
@@ -81,10 +89,10 @@ class Checker:
             try:
                 _, err = proc.communicate(timeout=300)
                 if proc.returncode:
-                    log(f"checker: {run_dir}: pictures failed: {err.strip()[-800:]}")
+                    log.warning("checker: %s: pictures failed: %s", run_dir, err.strip()[-800:])
             except Exception as e:  # noqa: BLE001 - a picture is not a verdict
                 proc.kill()
-                log(f"checker: {run_dir}: pictures failed: {type(e).__name__}: {e}")
+                log.warning("checker: %s: pictures failed: %s: %s", run_dir, type(e).__name__, e)
 
     # -- the threads ----------------------------------------------------------------------
     def _next(self, lane: str) -> Callable[[], None] | None:
@@ -106,7 +114,7 @@ class Checker:
 
 
     def _session_in(self, pool: str) -> Any:
-        """The session, this thread's jobs in scheduler ``pool`` (checkers/fairscheduler.xml:
+        """The session, this thread's jobs in scheduler ``pool`` (checkers/spark/fairscheduler.xml:
         a check's tasks before a copy's)."""
         spark = self._session()
         try:
@@ -118,13 +126,13 @@ class Checker:
     def _session(self) -> Any:
         with self._session_lock:  # both lanes ask; one session
             if self._spark is not None and _stopped(self._spark):
-                log("checker: the Spark session stopped; starting another")
+                log.warning("checker: the Spark session stopped; starting another")
                 self._spark = None
             if self._spark is None:
                 t0 = time.monotonic()
                 with background_priority():  # the JVM it launches, and every thread of it
                     self._spark = self._factory()
-                log(f"checker: Spark session ready in {time.monotonic() - t0:.1f}s")
+                log.info("checker: Spark session ready in %.1fs", time.monotonic() - t0)
             return self._spark
 
     def _start(self) -> None:
@@ -135,17 +143,17 @@ class Checker:
                 # cluster comes up, not while the next run waits for a verdict
                 t0 = time.monotonic()
                 warm_up(spark, copy=False)
-                log(f"checker: warmed up in {time.monotonic() - t0:.1f}s")
+                log.info("checker: warmed up in %.1fs", time.monotonic() - t0)
         except Exception as e:  # noqa: BLE001 - each check tries again and says why
-            log(f"checker: Spark did not start: {type(e).__name__}: {e}")
+            log.error("checker: Spark did not start: %s: %s", type(e).__name__, e)
 
     def _run_later(self, what: str, fn: Callable[[], None]) -> None:
         try:
             fn()
         except Exception as e:  # noqa: BLE001 - a picture or a copy is not a verdict
-            log(f"checker: {what} failed: {type(e).__name__}: {e}")
+            log.warning("checker: %s failed: %s: %s", what, type(e).__name__, e)
 
-    def _check(self, run: Run, done: Callable[[int, str | None], None], queued: float) -> None:
+    def _check(self, run: RunHandle, done: Callable[[int, str | None], None], queued: float) -> None:
         t0 = time.monotonic()
         result, error = None, None
         try:
@@ -154,7 +162,7 @@ class Checker:
                 error = "the history could not be opened"
         except Exception as e:  # noqa: BLE001 - this run undecided, the next still checked
             error = f"check failed: {type(e).__name__}: {e}"
-            log(f"checker: {run.dir}: {error}")
+            log.error("checker: %s: %s", run.dir, error)
         t1 = time.monotonic()
         run.executed.wait()  # run.json is the run loop's until it returns
         t2 = time.monotonic()
@@ -169,7 +177,7 @@ class Checker:
                 code = run.finish(result, pictures=False)
         except Exception as e:  # noqa: BLE001
             error = f"judging failed: {type(e).__name__}: {e}"
-            log(f"checker: {run.dir}: {error}")
+            log.error("checker: %s: %s", run.dir, error)
         timing["judge_s"] = round(time.monotonic() - t2, 2)
         run.info["exit_code"] = code
         run.save_info()

@@ -6,7 +6,10 @@ import sys
 
 import click
 
+from harness.cluster_cli import COMMANDS as CLUSTER_COMMANDS
 from harness.results import ORDERINGS  # stdlib only: no cost to a command that does not check
+from harness.util import setup_logging
+from nemesis.cli import register as register_nemesis
 
 
 def _versions(ctx, param, values) -> dict[str, str]:
@@ -28,6 +31,7 @@ VERSION = click.option(
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Jepsen-style fault injection against real RabbitMQ and Kafka clusters."""
+    setup_logging()  # every subcommand's progress lines on stderr ([run], [nemesis], ...)
 
 
 @main.command()
@@ -44,7 +48,7 @@ def check(run_dirs, ordering, master, unavailable_threshold, json_only):
 
     from pathlib import Path
 
-    from harness.report import refresh
+    from harness.judge import rejudge
     from harness.report import write as write_report
     from harness.store import find_runs, read_run
     from harness.verdicts import EXIT_UNKNOWN, merge_codes, run_exit_code
@@ -57,7 +61,7 @@ def check(run_dirs, ordering, master, unavailable_threshold, json_only):
     found, errors = find_runs(list(run_dirs))
     codes = [EXIT_UNKNOWN] * (len(errors) + sum(1 for d in found if str(d) not in results))
     for d, result in results.items():
-        pred = refresh(d)
+        pred = rejudge(d)
         if pred is not None:
             result["prediction"] = pred
             click.echo(f"{d}: prediction {pred['reason']}")
@@ -93,7 +97,7 @@ def convert(run_dirs, master):
 def analyze(results, master, out, ordering, unavailable_threshold, json_only):
     """Analyze many runs (directories, globs, or directories with runs below) in one
     Spark job: a Parquet table (one row per run) and a Markdown/HTML summary."""
-    from checkers.analyze import main as analyze_main
+    from harness.trend_report import main as analyze_main
 
     sys.exit(analyze_main(list(results), master=master, out=out, ordering=ordering,
                           threshold=unavailable_threshold, prefer_parquet=not json_only))
@@ -116,6 +120,7 @@ def recheck(paths):
 def validate(scenario_files, versions):
     """Validate scenario files; every error names its field."""
     from harness.scenario import ScenarioError, load
+    from harness.verdicts import EXIT_UNKNOWN, EXIT_VALID
 
     bad = 0
     for f in scenario_files:
@@ -126,7 +131,7 @@ def validate(scenario_files, versions):
         except ScenarioError as e:
             bad += 1
             click.echo(str(e), err=True)
-    sys.exit(2 if bad else 0)
+    sys.exit(EXIT_UNKNOWN if bad else EXIT_VALID)
 
 
 @main.command()
@@ -343,12 +348,13 @@ def run(scenario_file, keep_cluster, no_check, versions):
     Without a prediction, by the checker: 0 valid, 1 anomalies, 2 undecided."""
     from harness.runner import run_scenario
     from harness.scenario import ScenarioError, load
+    from harness.verdicts import EXIT_UNKNOWN
 
     try:
         sc = load(scenario_file, versions)
     except ScenarioError as e:
         click.echo(str(e), err=True)
-        sys.exit(2)
+        sys.exit(EXIT_UNKNOWN)
     code, r = run_scenario(sc, keep_cluster=keep_cluster, check=not no_check)
     click.echo(f"{sc.name}: exit {code}; results in {r.dir}")
     sys.exit(code)
@@ -384,10 +390,8 @@ def suite(scenario_files, keep_cluster, retries, versions):
                        keep_cluster=keep_cluster, sort=False, table="summary.txt", versions=versions))
 
 
-from harness.cluster_cli import register  # noqa: E402 - the group must exist first
-from nemesis.cli import register as register_nemesis  # noqa: E402
-
-register(main)
+for command in CLUSTER_COMMANDS:
+    main.add_command(command)
 register_nemesis(main)
 
 if __name__ == "__main__":

@@ -6,19 +6,19 @@ On a fresh Debian machine (or CI) running as root: install Debian's ``docker.io`
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
 import sys
 
-from harness.util import run, wait_until
+from harness.util import run, setup_logging, wait_until
 
 DOCKERD_LOG = os.environ.get("MQCHAOS_DOCKERD_LOG", "/var/log/mqchaos-dockerd.log")
 APT_PACKAGES = ["docker.io", "docker-compose", "debootstrap", "iptables", "iproute2"]
 
 
-def log(msg: str) -> None:
-    print(f"[engine] {msg}", file=sys.stderr, flush=True)
+log = logging.getLogger(__name__)
 
 
 def engine_answers() -> bool:
@@ -33,7 +33,7 @@ def engine_answers() -> bool:
 
 def apt_install(packages: list[str]) -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    log(f"apt-get install {' '.join(packages)}")
+    log.info("apt-get install %s", " ".join(packages))
     run(["apt-get", "update", "-qq"], timeout=600, env=env)
     run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], timeout=1200, env=env)
 
@@ -72,7 +72,7 @@ def compose_cmd() -> list[str]:
 
 def start_dockerd() -> None:
     os.makedirs(os.path.dirname(DOCKERD_LOG), exist_ok=True)
-    log(f"starting dockerd in the background (log: {DOCKERD_LOG})")
+    log.info("starting dockerd in the background (log: %s)", DOCKERD_LOG)
     logf = open(DOCKERD_LOG, "ab")
     subprocess.Popen(["dockerd"], stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                      start_new_session=True, close_fds=True)
@@ -87,7 +87,7 @@ def ensure_engine(timeout: float = 90) -> None:
             raise RuntimeError(f"missing {need} and not root: install them first")
         apt_install(need)
     if engine_answers():
-        log("docker engine answers")
+        log.info("docker engine answers")
         return
     if os.geteuid() != 0:
         raise RuntimeError("no Docker engine answers and not root: start dockerd yourself")
@@ -102,7 +102,7 @@ def ensure_engine(timeout: float = 90) -> None:
         except OSError:
             pass
         raise TimeoutError(f"{exc}\n--- tail of {DOCKERD_LOG} ---\n{tail}") from None
-    log("docker engine answers")
+    log.info("docker engine answers")
 
 
 def main() -> int:
@@ -112,4 +112,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    setup_logging()
     sys.exit(main())

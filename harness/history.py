@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 
-HISTORY_VERSION = 2  # run.json "history_version"; histories without it are version 1
+HISTORY_VERSION = 3  # run.json "history_version" (docs/history.md); histories without it are version 1
 OUTCOMES = ("ok", "fail", "info")
 INVOKE = "invoke"
 

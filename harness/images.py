@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -27,7 +28,7 @@ from pathlib import Path
 from harness import brokers
 from harness.brokers.generations import VERSION_LABEL, Generation, ImageSpec
 from harness.engine import apt_install, ensure_engine
-from harness.util import run
+from harness.util import run, setup_logging
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_DIR = ROOT / "compose"
@@ -43,8 +44,7 @@ DEBOOTSTRAP_SCRIPT = {"forky": "sid"}
 DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
 
 
-def log(msg: str) -> None:
-    print(f"[images] {msg}", file=sys.stderr, flush=True)
+log = logging.getLogger(__name__)
 
 
 def image_id(ref: str) -> str | None:
@@ -84,11 +84,11 @@ def ensure_base(suite: str = DEFAULT_SUITE) -> str:
         try:
             proc = subprocess.run(["docker", "pull", tag], capture_output=True, text=True, timeout=60)
             if proc.returncode == 0 and image_id(tag):
-                log(f"pulled {tag}")
+                log.info("pulled %s", tag)
                 return image_id(tag)  # type: ignore[return-value]
         except subprocess.TimeoutExpired:
             pass
-        log(f"cannot pull {tag}: building it with debootstrap")
+        log.warning("cannot pull %s: building it with debootstrap", tag)
     if not shutil.which("debootstrap"):
         apt_install(["debootstrap"])
     t0 = time.monotonic()
@@ -106,7 +106,7 @@ def ensure_base(suite: str = DEFAULT_SUITE) -> str:
         tar.wait(timeout=60)
         if imp.returncode != 0 or tar.returncode != 0:
             raise RuntimeError(f"docker import failed: {imp.stderr}")
-    log(f"made {tag} with debootstrap in {time.monotonic() - t0:.0f}s")
+    log.info("made %s with debootstrap in %.0fs", tag, time.monotonic() - t0)
     return image_id(tag)  # type: ignore[return-value]
 
 
@@ -164,17 +164,17 @@ def ensure_image(kind: str, generation: Generation, base_id: str, force: bool = 
     digest = inputs_hash(spec, base_id, generation)
     ref = spec.ref(generation, digest)
     if not force and image_id(ref):
-        log(f"{ref} is up to date")
+        log.info("%s is up to date", ref)
     else:
         missing = [package for command, package in spec.tools if not shutil.which(command)]
         if missing:
             apt_install(missing)
         ctx = _prepare_context(spec, generation)
         t0 = time.monotonic()
-        log(f"building {ref} ({kind} {generation.name} on {generation.suite})")
+        log.info("building %s (%s %s on %s)", ref, kind, generation.name, generation.suite)
         env = dict(os.environ, DOCKER_BUILDKIT="0")
         run(build_command(ref, digest, generation, ctx), timeout=1800, env=env)
-        log(f"built {ref} in {time.monotonic() - t0:.0f}s")
+        log.info("built %s in %.0fs", ref, time.monotonic() - t0)
         dump_config_keys(kind, ref, generation)
     run(["docker", "tag", ref, spec.ref(generation)], timeout=60)
     return ref
@@ -187,7 +187,7 @@ def dump_config_keys(kind: str, ref: str, generation: Generation | None = None) 
     out = (context_dir(spec, generation) if generation else BUILD_DIR / spec.context) / "config-keys.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(brokers.get(kind).dump_config_keys(ref), indent=1) + "\n")
-    log(f"{kind}: configuration names dumped to {out}")
+    log.info("%s: configuration names dumped to %s", kind, out)
     return out
 
 
@@ -214,4 +214,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    setup_logging()
     sys.exit(main())

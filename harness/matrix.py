@@ -27,7 +27,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from checkers.analyze import broker_version
+from checkers.trend import broker_version
 from harness import brokers, store
 from harness import rows as R
 from harness.measures import percentile, wilson

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from harness import store, windows
-from harness.brokers.containers import docker
 from harness.history import JsonlWriter, RunClock
 from harness.measures import blocked_s, consumers_silent, nodes_down_s
 
@@ -47,10 +46,10 @@ class Observer(threading.Thread):
         self.join(30)
 
     def node_states(self) -> dict[str, str]:
-        """One `docker ps` for all nodes (a call per node per second would cost a core)."""
-        proc = docker("ps", "-a", "--filter", f"label=com.docker.compose.project={self.cluster.project}",
-                      "--format", "{{.Names}} {{.State}}", check=False, timeout=10)
-        seen = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
+        """Every node's state, asked of the cluster in one call (Cluster.node_states: one
+        docker inspect for a container cluster; a call per node per second would cost a
+        core): running, frozen (paused), stopped, or absent."""
+        seen = self.cluster.node_states()
         return {n: {"running": "running", "paused": "frozen"}.get(seen.get(n, ""), "stopped" if n in seen
                                                                   else "absent")
                 for n in self.cluster.nodes()}

@@ -38,8 +38,9 @@ def spread_names(prefix: str, stages: Iterable[str]) -> set[str]:
 class Probes:
     """The hooks, doing nothing; a plug-in's probes override what they need."""
 
-    def __init__(self, run: Any):
-        self.run, self.sc, self.cluster = run, run.sc, run.cluster
+    def __init__(self, ctx: Any):
+        """``ctx``: the run's harness.context.RunContext."""
+        self.ctx, self.sc, self.cluster = ctx, ctx.sc, ctx.cluster
         self.measurements: dict[str, Any] = {}
 
     def setup(self) -> None:

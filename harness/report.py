@@ -10,6 +10,7 @@ from pathlib import Path
 from harness import expect, plots, store
 from harness.scenario import ScenarioError, parse_recorded
 from harness.templates import TEMPLATES
+from harness.util import setup_logging
 from harness.windows import OPERATOR_KINDS
 
 
@@ -239,15 +240,6 @@ def recorded(run_dir: Path) -> tuple | None:
     return sc, result, info
 
 
-def refresh(run_dir: Path) -> dict | None:
-    """After an offline re-check: the prediction and the report again, from
-    the run's own run.json (the scenario as run) and the new check.json."""
-    got = recorded(run_dir)
-    if got is None or got[0] is None:
-        return None
-    return judge_and_write(run_dir, *got)
-
-
 def draw(run_dir: Path) -> None:
     """The report again with its pictures, from what a judged run wrote (a batch runs this
     in a process of its own at the lowest priority: ``python -m harness.report RUN_DIR``)."""
@@ -258,4 +250,5 @@ def draw(run_dir: Path) -> None:
 
 
 if __name__ == "__main__":
+    setup_logging()
     draw(Path(sys.argv[1]))

@@ -5,7 +5,7 @@ Two typed dicts, declared once, from which every key table derives:
 - ``CheckResult``: the checker's result for one run (``checkers.check.check_runs``, written as
   check.json). ``COUNT_FIELDS`` (its ``Counts``), the quantities an ``expect:`` may name
   (``judged``: ``harness.expect.CHECKER_KEYS``) and ``mqchaos analyze``'s per-run figures
-  (``checkers.analyze.RUN_FIELDS``, by each key's type) are read off it.
+  (``checkers.trend.RUN_FIELDS``, by each key's type) are read off it.
 - ``Row``: one run of a batch (summary.json, the tables, JUnit, matrix.json). The keys a
   published copy keeps (``harness.rows.COMPACT_KEYS``) are those marked ``Published``, in
   this order; the row's figures are the check result's under ``ROW_FIGURES``' names.
@@ -73,6 +73,32 @@ class CheckResult(Counts):
     unavailable_s_producer_max: Judged[float]
     read_gaps: dict[str, list[Interval]] | None  # None: not computed (millions of records)
     read_gap_max_s: Judged[float | None]
+    # where each message sits in the log (checkers.logs; docs/history.md version 3): zero
+    # where nothing is positioned, the write-position figures None without write positions
+    write_offsets: Judged[int]
+    read_offsets: Judged[int]
+    inconsistent_offsets: Judged[int]
+    duplicate_offsets: Judged[int]
+    lost_writes: Judged[int | None]
+    unseen: Judged[int | None]
+    lost_prefix: Judged[int | None]
+    lost_middle: Judged[int | None]
+    lost_postfix: Judged[int | None]
+    poll_skips: Judged[int]
+    nonmonotonic_polls: Judged[int]
+    nonmonotonic_polls_subscribe: Judged[int]
+    nonmonotonic_sends: Judged[int]
+    log_samples: dict[str, list[str]]  # the first offenders per log figure
+    # what a read_committed reader saw of each producer transaction (checkers.txn): None
+    # where the run wrote no transaction
+    transactions_committed: Judged[int | None]
+    transactions_aborted: Judged[int | None]
+    transactions_unknown: Judged[int | None]
+    aborted_reads: Judged[int | None]
+    uncommitted_reads: Judged[int | None]
+    torn_transactions: Judged[int | None]
+    lost_transactions: Judged[int | None]
+    txn_samples: dict[str, list[str]]
     valid: Judged[bool | None]
     reason: str
     undecided: list[str]  # harness.verdicts.undecided

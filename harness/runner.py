@@ -9,6 +9,7 @@ history written so far stays in the run directory.
 """
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
@@ -16,18 +17,20 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
+from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
 
-from checkers.check import check_runs
-from checkers.history import convert, open_runs
 from checkers.spark import session
-from harness import brokers, observe, report, rows, store
+from harness import brokers, judge, observe, rows, store
 from harness.clients.base import Worker
+from harness.context import RunContext
 from harness.history import HISTORY_VERSION, JsonlWriter, RunClock
 from harness.scenario import Scenario
-from harness.util import BACKGROUND_NICE, StopWaiting
-from harness.verdicts import EXIT_UNKNOWN, NOT_APPLICABLE, not_applicable_result, run_exit_code
+from harness.store import RunRecord
+from harness.util import StopWaiting
+from harness.verdicts import EXIT_UNKNOWN, NOT_APPLICABLE, not_applicable_result
 from nemesis import net
 from nemesis.core import Nemesis
 
@@ -36,8 +39,7 @@ class Interrupted(BaseException):
     """SIGTERM, handled like Ctrl-C."""
 
 
-def log(msg: str) -> None:
-    print(f"[run] {msg}", file=sys.stderr, flush=True)
+log = logging.getLogger(__name__)
 
 
 class Progress(threading.Thread):
@@ -84,6 +86,32 @@ class Hooks:
     finish: Callable[[Callable[[], None]], None] | None = None
 
 
+class RunHandle(Protocol):
+    """What a batch (harness.batch) and its check queue (harness.checking) use of a run:
+    ``Run`` is one; so are the tests' fakes (tests/fakes.py)."""
+    sc: Scenario
+    dir: Path
+    info: RunRecord
+    hooks: Hooks
+    executed: threading.Event  # the run loop is done with run.json
+
+    def prepare(self, background: bool = False) -> None: ...
+
+    def execute(self) -> int: ...
+
+    def abandon(self) -> None: ...
+
+    def check(self, spark) -> dict | None: ...
+
+    def finish(self, result: dict, pictures: bool = True) -> int: ...
+
+    def keep_copy(self, spark) -> None: ...
+
+    def draw(self) -> subprocess.Popen | None: ...
+
+    def save_info(self) -> None: ...
+
+
 class Run:
     """One run of one scenario. `execute()` returns the exit code."""
 
@@ -102,23 +130,19 @@ class Run:
         self.producers: list[Worker] = []
         self.consumers: list[Worker] = []
         self.cluster = None
+        self.ctx: RunContext | None = None  # what the plug-in sees of this run, once up
         self.nemesis = None
         self.timers: list[threading.Timer] = []
         self.observer = None
         self.probes = None
-        self.info: dict = {"scenario": sc.name, "id": sc.id, "broker": sc.broker, "seed": sc.seed,
-                           "ordering": sc.ordering, "params": sc.model_dump(mode="json"),
-                           # the version asked for and where from (the nodes' own: "brokers")
-                           "version": {"version": sc.version, "from": sc.version_source},
-                           "history_version": HISTORY_VERSION,
-                           "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                           # the clock's origin on the wall clock: a batch's runs on one time axis
-                           "t0_unix": round(time.time() - self.clock.now(), 3),
-                           "status": "running", "phases": {}}
+        self.info: RunRecord = new_record(sc, self.clock)
         self.save_info()
 
     # -- bookkeeping ----------------------------------------------------------------
     def save_info(self) -> None:
+        bad = store.undeclared(self.info)
+        if bad:  # a key run.json's schema does not know: a harness bug, caught where written
+            raise ValueError(f"run.json: undeclared key(s) {bad} (harness.store.RunRecord)")
         store.write_run(self.dir, self.info)
 
     def phase(self, name: str) -> None:
@@ -126,23 +150,16 @@ class Run:
         self.save_info()
         # a batch brings a cluster up in a thread while another run ends: say whose
         who = "" if threading.current_thread() is threading.main_thread() else f"{self.sc.name}: "
-        log(f"{who}{name} (t={self.clock.now():.1f}s)")
-
-    def count_links(self) -> Callable[[], dict[str, dict[str, int]]]:
-        """Start counting the bytes each node receives from each other node (iptables rules
-        that only count); returns the reader, which stops counting. Offered to the probes,
-        which sit below the nemesis and reach the network through the run."""
-        rules = net.count_rules(self.cluster.nodes(), self.cluster.address)
-        net.apply_rules(self.cluster, rules)
-
-        def read() -> dict[str, dict[str, int]]:
-            got = net.received_bytes(self.cluster, rules)
-            net.remove_rules(self.cluster, rules)
-            return got
-        return read
+        log.info("%s%s (t=%.1fs)", who, name, self.clock.now())
 
     def writer(self, kind: str, who: str) -> JsonlWriter:
         return JsonlWriter(self.dir / store.HISTORY / f"{kind}-{who}.jsonl")
+
+    def context(self) -> RunContext:
+        """What the plug-in sees of this run (harness.context), once the cluster is up."""
+        return RunContext(sc=self.sc, cluster=self.cluster, clock=self.clock, stop=self.stop_all, dir=self.dir,
+                          writer=self.writer, count_links=partial(count_links, self.cluster),
+                          operator=self.nemesis.operator, consumers=lambda: list(self.consumers))
 
     # -- the loop -----------------------------------------------------------------------
     def prepare(self, background: bool = False) -> None:
@@ -209,7 +226,7 @@ class Run:
             self._shutdown()
             self._end()
         except BaseException as e:  # noqa: BLE001 - a thread's error would go unseen
-            log(f"{self.sc.name}: its end failed: {type(e).__name__}: {e}")
+            log.error("%s: its end failed: %s: %s", self.sc.name, type(e).__name__, e)
         finally:
             self.executed.set()
 
@@ -232,11 +249,11 @@ class Run:
             self.info["status"] = "completed"
         except (KeyboardInterrupt, Interrupted):
             self.info["status"] = "interrupted"
-            log("interrupted: healing the cluster; the history so far is kept")
+            log.warning("interrupted: healing the cluster; the history so far is kept")
         except Exception as e:  # noqa: BLE001 - a harness error is reported, never a finding
             self.info["status"] = "harness-error"
             self.info["error"] = f"{type(e).__name__}: {e}"
-            log(f"harness error: {self.info['error']}")
+            log.error("harness error: %s", self.info["error"])
 
     def _end(self) -> int:
         code = EXIT_UNKNOWN
@@ -247,13 +264,7 @@ class Run:
         return code
 
     def _not_applicable(self, reason: str) -> int:
-        """The claim does not exist in this version: no cluster, no history; run.json and
-        check.json say why, and the run is undecided (harness.verdicts.NOT_APPLICABLE)."""
-        result = not_applicable_result(reason)
-        log(f"{self.sc.name} on {self.sc.broker} {self.sc.version}: {result['reason']}")
-        self.info.update(status=NOT_APPLICABLE, not_applicable=reason, exit_code=EXIT_UNKNOWN)
-        store.write_check(self.dir, result)
-        self.info["summary"] = rows.not_applicable_row(self.sc, result, self.dir)
+        self.info.update(not_applicable(self.sc, self.dir, reason))
         self.phase("end")
         return EXIT_UNKNOWN
 
@@ -277,16 +288,17 @@ class Run:
 
     def _setup(self) -> None:
         self.phase("setup")
-        self.broker.declare(self)
-        self.probes = self.broker.probes(self)
+        self.ctx = ctx = self.context()
+        self.broker.declare(ctx)
+        self.probes = self.broker.probes(ctx)
         self.probes.setup()
         self.observer = observe.Observer(self.broker, self.cluster, self.sc, self.dir, self.clock)
         self.observer.start()
         if self.sc.workload.prefill:
             self.phase("prefill")
-            self.info["prefill"] = self.broker.prefill(self)
-        self.consumers = self.broker.consumers(self)
-        self.producers = self.broker.producers(self)
+            self.info["prefill"] = self.broker.prefill(ctx)
+        self.consumers = self.broker.consumers(ctx)
+        self.producers = self.broker.producers(ctx)
         for w in self.consumers + self.producers:
             w.start()
 
@@ -296,12 +308,7 @@ class Run:
                             self.nemesis.active, self.stop_all)
         progress.start()
         self.phase("warmup")
-        by_name = {c.name: c for c in self.consumers}
-        for crash in sc.workload.crashes:
-            timer = threading.Timer(crash.at, by_name[crash.consumer].crash)
-            timer.daemon = True
-            timer.start()
-            self.timers.append(timer)
+        self.timers = crash_timers(self.consumers, sc.workload.crashes)
         self.stop_all.wait(t.warmup)  # a timed phase of the test, not a wait for a condition
         t0 = self.clock.now()
         self.hooks.before_faults()
@@ -317,7 +324,9 @@ class Run:
             # The broker did not recover by itself once the faults were lifted (or a node
             # died on the way): a finding, not a harness failure. An operator would restart
             # what does not serve; so does the run (an operator event).
-            self.info["operator_recovery"] = self._operator_recovery(str(e))
+            self.info["operator_recovery"] = rec = operator_recovery(self.nemesis, t.heal_timeout, str(e), self.clock)
+            if rec["failed"] is None:
+                self.phase("whole")
         else:
             self.phase("whole")
         # any hand the harness lent since the faults began (a stale partition's repair, a
@@ -333,25 +342,6 @@ class Run:
         """The harness's own actions on the cluster since the faults began."""
         return [e for e in self.nemesis.operator_events if e["t_start"] >= self.info["phases"]["faults"]]
 
-    def operator(self, action: str, targets: list[str], details: dict, act: Callable[[], object]) -> object:
-        """An action of the harness's own on the cluster (a probe's election): an operator
-        event (nemesis.core.Nemesis.operator), never counted as the broker's behaviour."""
-        return self.nemesis.operator(action, targets, details, act)
-
-    def _operator_recovery(self, why: str) -> dict:
-        log(f"the cluster did not recover by itself ({why}); restarting the nodes that do not serve")
-        t0 = self.clock.now()
-        try:
-            stuck, failed = self.nemesis.restart_stuck(self.sc.timing.heal_timeout, why), None
-            self.phase("whole")
-        except (TimeoutError, StopWaiting) as e:
-            # still not whole: the broker's outcome (the run goes on, its verdict undecided
-            # by harness.verdicts.undecided), not the harness's
-            stuck, failed = None, str(e)[:1500]
-            log(f"the cluster could not be brought back: {failed}")
-        return {"reason": why, "restarted": stuck, "t": round(t0, 2), "failed": failed,
-                "seconds": round(self.clock.now() - t0, 1)}
-
     def _drain(self) -> None:
         self.phase("stop-producers")
         for w in self.producers:
@@ -359,7 +349,9 @@ class Run:
         for w in self.producers:
             w.join(self.sc.workload.outcome_timeout() + 40)
         self.phase("drain")
-        self.info["drain"] = self.broker.drain(self)
+        drained = self.broker.drain(self.ctx, self.consumers)
+        self.consumers = drained.readers
+        self.info["drain"] = drained.record
         self.save_info()
 
     def _shutdown(self) -> None:
@@ -371,7 +363,7 @@ class Run:
             try:
                 self.nemesis.heal(wait=False)
             except Exception as e:  # noqa: BLE001
-                log(f"heal failed: {e}; run `mqchaos heal`")
+                log.error("heal failed: %s; run `mqchaos heal`", e)
                 self.info["heal_error"] = str(e)
         for w in self.producers + self.consumers:
             w.join(15)
@@ -382,7 +374,7 @@ class Run:
         self.save_info()  # the checker reads the run's status from run.json
         if self.info["status"] == "completed":
             # the history is closed: checked while the logs are read and the cluster goes
-            # (judged once the run is measured: Checker waits for ``executed``)
+            # (judged once the run is measured: CheckQueue waits for ``executed``)
             self.hooks.history_closed(self)
         if self.nemesis is not None:
             self.nemesis.close()
@@ -392,22 +384,12 @@ class Run:
             try:
                 self.cluster.collect_logs(self.dir)
             except Exception as e:  # noqa: BLE001
-                log(f"could not collect broker logs: {e}")
-            self._measure()
+                log.warning("could not collect broker logs: %s", e)
+            self.info["measurements"] = measure(self.broker, self.dir, self.sc, self.info, self.probes)
         self.save_info()
         if self.cluster is not None and not self.keep_cluster:
             self.phase("cluster-down")
             self.cluster.down()
-
-    def _measure(self) -> None:
-        try:
-            m = observe.measure(self.broker, self.dir, self.sc, self.info)
-        except Exception as e:  # noqa: BLE001 - a measurement that fails is unknown, not a crash
-            m = {"error": f"{type(e).__name__}: {e}"}
-        m.update(self.probes.measurements if self.probes else {})
-        if "self_healed" in self.info:
-            m["self_healed"] = self.info["self_healed"]
-        self.info["measurements"] = m
 
     def _check_and_report(self) -> int:
         self.phase("check")
@@ -417,40 +399,96 @@ class Run:
         self.keep_copy(spark)
         return code
 
+    # -- judging (harness.judge: a function of the run directory, scenario and record) -----
     def check(self, spark) -> dict | None:
-        """The checker's result for this run's closed history, in ``spark``, read from the
-        JSONL files, the record itself (None: the history could not be opened)."""
-        runs, errors = open_runs([str(self.dir)], prefer_parquet=False)
-        if errors:
-            log(f"check: {errors}")
-            return None
-        return check_runs(spark, runs, ordering=self.sc.ordering)[str(self.dir)]
-
-    def draw(self) -> subprocess.Popen:
-        """Start drawing the report again, with its pictures (after ``finish(result,
-        pictures=False)``), in a process of its own at the lowest CPU priority: plotting
-        holds the interpreter's lock, which the run beside it (a batch's next) needs."""
-        return subprocess.Popen(["nice", "-n", str(BACKGROUND_NICE), sys.executable, "-m", "harness.report",
-                                 str(self.dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-    def keep_copy(self, spark) -> None:
-        """The history's Parquet copy (docs/history.md) for later Spark jobs over results/:
-        written after the verdict, off its path; a run without one is read from JSONL."""
-        try:
-            convert(spark, str(self.dir))
-        except Exception as e:  # noqa: BLE001 - the copy is a cache, the JSONL the record
-            log(f"no Parquet copy of {self.dir}: {type(e).__name__}: {e}")
+        return judge.check_history(spark, self.dir, self.sc.ordering)
 
     def finish(self, result: dict, pictures: bool = True) -> int:
-        """Judge the checked run against its prediction, write check.json and the report
-        (without ``pictures``, ``draw`` adds them later)."""
-        result["checked_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        report.judge_and_write(self.dir, self.sc, result, self.info, pictures)
-        self.info["summary"] = rows.run_row(self.sc, result, self.info, self.dir)
-        code = run_exit_code(result)
-        self.info["exit_code"] = code
-        self.save_info()
-        return code
+        return judge.judge(self.dir, self.sc, self.info, result, pictures)
+
+    def keep_copy(self, spark) -> None:
+        judge.keep_copy(spark, self.dir)
+
+    def draw(self) -> subprocess.Popen:
+        return judge.draw(self.dir)
+
+
+def not_applicable(sc: Scenario, run_dir: Path, reason: str) -> dict:
+    """The claim does not exist in this version: no cluster, no history; check.json says
+    why, and the run is undecided (harness.verdicts.NOT_APPLICABLE). Returns run.json's part."""
+    result = not_applicable_result(reason)
+    log.info("%s on %s %s: %s", sc.name, sc.broker, sc.version, result["reason"])
+    store.write_check(run_dir, result)
+    return {"status": NOT_APPLICABLE, "not_applicable": reason, "exit_code": EXIT_UNKNOWN,
+            "summary": rows.not_applicable_row(sc, result, run_dir)}
+
+
+def crash_timers(consumers: list[Worker], crashes) -> list[threading.Timer]:
+    """The scenario's consumer crashes, each started on a timer (``workload.crashes``)."""
+    by_name = {c.name: c for c in consumers}
+    timers = []
+    for crash in crashes:
+        timer = threading.Timer(crash.at, by_name[crash.consumer].crash)
+        timer.daemon = True
+        timer.start()
+        timers.append(timer)
+    return timers
+
+
+def new_record(sc: Scenario, clock: RunClock) -> RunRecord:
+    """run.json as a run starts (harness.store.RunRecord)."""
+    return {"scenario": sc.name, "id": sc.id, "broker": sc.broker, "seed": sc.seed,
+            "ordering": sc.ordering, "params": sc.model_dump(mode="json"),
+            # the version asked for and where from (the nodes' own: "brokers")
+            "version": {"version": sc.version, "from": sc.version_source},
+            "history_version": HISTORY_VERSION,
+            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            # the clock's origin on the wall clock: a batch's runs on one time axis
+            "t0_unix": round(time.time() - clock.now(), 3),
+            "status": "running", "phases": {}}
+
+
+def operator_recovery(nemesis: Nemesis, timeout: float, why: str, clock: RunClock) -> dict:
+    """The nodes that do not serve restarted, as an operator would (an operator event): what
+    was restarted, when, how long it took, and why it failed if the cluster is still not
+    whole (the broker's outcome, the run goes on: undecided by harness.verdicts.undecided)."""
+    log.warning("the cluster did not recover by itself (%s); restarting the nodes that do not serve", why)
+    t0 = clock.now()
+    try:
+        stuck, failed = nemesis.restart_stuck(timeout, why), None
+    except (TimeoutError, StopWaiting) as e:
+        stuck, failed = None, str(e)[:1500]
+        log.error("the cluster could not be brought back: %s", failed)
+    return {"reason": why, "restarted": stuck, "t": round(t0, 2), "failed": failed,
+            "seconds": round(clock.now() - t0, 1)}
+
+
+def measure(broker, run_dir: Path, sc: Scenario, info: dict, probes) -> dict:
+    """run.json's measurements: the plug-in's figures by window (harness.observe), the
+    probes', whether the cluster healed by itself; an error's text if measuring failed (the
+    figures are then unknown, the run not crashed)."""
+    try:
+        m = observe.measure(broker, run_dir, sc, info)
+    except Exception as e:  # noqa: BLE001 - a measurement that fails is unknown, not a crash
+        m = {"error": f"{type(e).__name__}: {e}"}
+    m.update(probes.measurements if probes else {})
+    if "self_healed" in info:
+        m["self_healed"] = info["self_healed"]
+    return m
+
+
+def count_links(cluster) -> Callable[[], dict[str, dict[str, int]]]:
+    """Start counting the bytes each node receives from each other node (iptables rules
+    that only count); returns the reader, which stops counting. Offered to the probes
+    (RunContext.count_links), which sit below the nemesis."""
+    rules = net.count_rules(cluster.nodes(), cluster.address)
+    net.apply_rules(cluster, rules)
+
+    def read() -> dict[str, dict[str, int]]:
+        got = net.received_bytes(cluster, rules)
+        net.remove_rules(cluster, rules)
+        return got
+    return read
 
 
 def _raise_interrupted(signum, frame):

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Union
 import yaml
 from pydantic import Field, TypeAdapter, ValidationError
 
-from harness import brokers, expect
+from harness import brokers, expect, store
 from nemesis import grudge as grudges
 from harness.spec import BaseScenario, read_yaml
 from nemesis.faults import CLOSING, CUTS, FAULT_TYPES, missing_capabilities, ports_problems, targets_problems
@@ -51,7 +51,7 @@ def _misplaced(data: dict, broker: str) -> list[str]:
             if p.name != broker and p.scenario_model.target_key != own and p.scenario_model.target_key in data]
 
 
-def parse_recorded(params: Any, source: str = "run.json") -> Scenario:
+def parse_recorded(params: Any, source: str = store.RUN_JSON) -> Scenario:
     """The scenario a run recorded (run.json ``params``), also from before the broker
     plug-ins: that model held every broker's workload options and probes, and the other
     broker's queue / topic as null. Those are dropped; what is left must still validate.

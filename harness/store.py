@@ -22,7 +22,7 @@ import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypedDict
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_ENV = "MQCHAOS_RESULTS"
@@ -109,11 +109,59 @@ def read_json(path: Path) -> tuple[dict | None, str | None]:
     return data, None
 
 
-def read_run(run_dir: str | os.PathLike) -> dict | None:
+class RunRecord(TypedDict, total=False):
+    """run.json: what ran and how it went. The run loop (harness.runner) writes it as the run
+    goes, the check queue and the judge (harness.judge) add the verdict's part; everything
+    that reads a run reads it through ``read_run``. Keys, by who writes them:"""
+    # -- at creation (harness.runner.Run)
+    scenario: str
+    id: str
+    broker: str
+    seed: int
+    ordering: str
+    params: dict                # the scenario as run (harness.scenario.parse_recorded reads it)
+    version: dict               # {"version": asked for, "from": where the choice came from}
+    history_version: int        # docs/history.md
+    started_at: str
+    t0_unix: float              # the run clock's origin on the wall clock
+    status: str                 # harness.verdicts.RunStatus
+    phases: dict                # phase name -> run clock seconds
+    # -- during the run
+    brokers: dict               # what the nodes report they run
+    background_start: dict      # a batch's next cluster: the CPU weights it came up with
+    prefill: dict
+    warmup_extended_s: float
+    operator_recovery: dict     # the nodes restarted because the cluster did not heal
+    self_healed: bool
+    operator_events: list       # the harness's own actions on the cluster since the faults
+    drain: dict
+    error: str                  # a harness error's text
+    heal_error: str
+    consumer_crashes: dict
+    client_errors: dict
+    measurements: dict          # harness.observe.measure + the probes'
+    not_applicable: str
+    catalogue: dict             # a batch's repeat and attempt
+    # -- once checked and judged (harness.judge)
+    check_timing: dict
+    summary: dict               # the run's row (harness.rows)
+    exit_code: int
+
+
+RUN_KEYS = frozenset(RunRecord.__annotations__)
+
+
+def read_run(run_dir: str | os.PathLike) -> RunRecord | None:
     return read_json(Path(run_dir) / RUN_JSON)[0]
 
 
-def write_run(run_dir: str | os.PathLike, info: dict) -> None:
+def undeclared(record: dict) -> list[str]:
+    """Keys of ``record`` that RunRecord does not declare (a run of this version writing one
+    is a harness bug; an older run's record may hold keys since retired, and is kept)."""
+    return sorted(set(record) - RUN_KEYS)
+
+
+def write_run(run_dir: str | os.PathLike, info: RunRecord) -> None:
     write_json(Path(run_dir) / RUN_JSON, info)
 
 

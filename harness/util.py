@@ -1,9 +1,11 @@
-"""Small helpers shared by the harness: bounded waiting, command running."""
+"""Small helpers shared by the harness: bounded waiting, command running, logging set-up."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +14,48 @@ from typing import Any, Callable
 # The nice value of what a batch runs beside a run's faults (its checks' JVM, the pictures):
 # the CPU goes to it only when the run's brokers and clients leave it idle.
 BACKGROUND_NICE = 19
+
+# The short prefix of each module's lines on stderr (the longest matching name wins; any other
+# module shows its own name): the prefixes the harness printed before it used `logging`.
+LOG_PREFIXES = {"harness.runner": "run", "harness.checking": "run", "harness.batch": "run",
+                "harness.judge": "judge", "harness.brokers": "cluster", "harness.images": "images",
+                "harness.engine": "engine", "nemesis": "nemesis"}
+LOGGERS = ("harness", "nemesis")
+
+
+def log_prefix(name: str) -> str:
+    """The short prefix of logger ``name``'s lines (``harness.runner`` -> ``run``)."""
+    keys = [k for k in LOG_PREFIXES if name == k or name.startswith(k + ".")]
+    return LOG_PREFIXES[max(keys, key=len)] if keys else name
+
+
+class _PrefixFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"[{log_prefix(record.name)}] {super().format(record)}"
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a record comes (pytest's capture replaces it)."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    """One stderr handler on the ``harness`` and ``nemesis`` loggers, lines as ``[run] ...``.
+    For every process entry point; idempotent (a second call only sets the level).
+    Records still propagate (pytest's caplog sees them)."""
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(level)
+        if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+            handler = _StderrHandler()
+            handler.setFormatter(_PrefixFormatter("%(message)s"))
+            logger.addHandler(handler)
 
 
 class StopWaiting(Exception):

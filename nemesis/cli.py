@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from harness import brokers, store
+from harness.brokers.protocol import Cluster
 from harness.engine import engine_answers
 from harness.history import RunClock
 from nemesis import net
@@ -19,7 +20,7 @@ from nemesis.schedule import load
 KINDS = list(brokers.KINDS)
 
 
-def _present(cluster) -> bool:
+def _present(cluster: Cluster) -> bool:
     return any(cluster.exists(n) for n in cluster.nodes())
 
 
@@ -86,5 +87,5 @@ def register(main: click.Group) -> None:
             click.echo(f"schedule done; holding {hold:.0f}s", err=True)
             if hold > 0:
                 threading.Event().wait(hold)  # a signal handler still runs during this wait
-        click.echo(f"healed; records in {run_dir / 'nemesis.jsonl'}")
+        click.echo(f"healed; records in {run_dir / store.NEMESIS_LOG}")
         sys.exit(0)

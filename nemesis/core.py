@@ -23,6 +23,7 @@ what each kind of fault is nemesis/faults.py's registry.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import signal
@@ -33,13 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from harness import brokers, store
+from harness.brokers.protocol import Cluster
 from harness.history import JsonlWriter, RunClock
 from harness.util import wait_until
 from nemesis import faults as F
-from nemesis import log, recovery
+from nemesis import recovery
 from nemesis.schedule import Step
 from nemesis.scheduler import Scheduler
 from nemesis.targets import NoNodeNow, resolve
+
+log = logging.getLogger(__name__)
 
 # How long a fault waits for a role that names no node at the moment it is due.
 TARGET_WAIT_S = 15.0
@@ -55,11 +59,11 @@ class PreconditionError(RuntimeError):
 
 
 class Nemesis:
-    def __init__(self, cluster: Any, run_dir: str | os.PathLike | None = None,
+    def __init__(self, cluster: Cluster, run_dir: str | os.PathLike | None = None,
                  clock: RunClock | None = None, seed: int = 0, stale_after: float | None = None,
                  heal_timeout: float = 240.0, handle_signals: bool = True,
                  subject: str | None = None, settle: float = 5.0) -> None:
-        self.cluster = cluster
+        self.cluster: Cluster = cluster
         self.subject = subject  # what a bare role target (leader, queue_master...) is about
         self.run_dir = Path(run_dir) if run_dir else None
         self.clock = clock or RunClock()
@@ -155,7 +159,7 @@ class Nemesis:
             self._active.remove(f)
         self.write(f.record())
         self._save_state()
-        log(f"{f.fault} {f.targets} over at t={f.t_end:.1f}")
+        log.info("%s %s over at t=%.1f", f.fault, f.targets, f.t_end)
 
     def finish_all(self) -> None:
         """Record every active fault as over (the heal has lifted them)."""
@@ -220,7 +224,7 @@ class Nemesis:
             f.t_start = self.clock.now()
             self._active.append(f)
             self._save_state()  # before any side effect: a crash mid-apply stays healable
-            log(f"{f.fault} {f.targets} at t={f.t_start:.1f}")
+            log.info("%s %s at t=%.1f", f.fault, f.targets, f.t_start)
             try:
                 F.execute(self._ctx(), f, dict(st.params))
             except BaseException as exc:

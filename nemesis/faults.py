@@ -15,7 +15,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
-from harness.brokers.protocol import KILL, PAUSE, POWER_LOSS, RESTART_APP, START, STOP, WIPE
+from harness.brokers.protocol import KILL, PAUSE, POWER_LOSS, RESTART_APP, START, STOP, WIPE, Cluster
 from nemesis import grudge as g
 from nemesis import net
 from nemesis.targets import TargetError, grudge_for, nodes_problems, resolve, spec_problems
@@ -63,7 +63,7 @@ class Fault:
 @dataclass
 class Ctx:
     """What planning and executing a fault may use."""
-    cluster: Any
+    cluster: Cluster
     rng: random.Random
     now: Callable[[], float]
     subject: str | None = None  # the run's queue / topic, for bare role targets
@@ -264,7 +264,7 @@ def prove(f: Fault, evidence: dict, effective: bool) -> None:
     f.details["effective"] = bool(effective) and f.details.get("effective", True)
 
 
-def count_dropped(cluster: Any, f: Fault, rules: dict) -> None:
+def count_dropped(cluster: Cluster, f: Fault, rules: dict) -> None:
     """A network fault's evidence: packets its rules dropped, read just before they go
     (summed over the times the fault's rules are lifted). "No effect" is concluded only
     when every node carrying its rules was read: a node down at the lift took its counters
@@ -310,7 +310,7 @@ def _wiped(ctx: Ctx, f: Fault) -> None:
     (_down if FAULT_TYPES[f.fault].undo_key in f.undo else _done)(ctx, f)
 
 
-def undo(cluster: Any, f: Fault, keys: tuple[str, ...] = UNDO_ORDER) -> None:
+def undo(cluster: Cluster, f: Fault, keys: tuple[str, ...] = UNDO_ORDER) -> None:
     """Undo the fault's ``keys`` parts; what is undone leaves ``f.undo``. Rules on a frozen
     (docker-paused) node cannot be removed yet and stay pending."""
     for key in keys:

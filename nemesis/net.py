@@ -14,9 +14,12 @@ path; that is out of scope.
 from __future__ import annotations
 
 import shlex
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from nemesis.grudge import CLIENTS
+
+if TYPE_CHECKING:  # types only: importing this module stays as light as it was
+    from harness.brokers.protocol import Cluster, NodeAccess
 
 CHAIN_IN = "MQCHAOS-IN"
 CHAIN_OUT = "MQCHAOS-OUT"
@@ -141,23 +144,23 @@ TBF_DEVS = "tc qdisc show | awk '$2==\"tbf\" && $6==\"root\" {print $5}' 2>/dev/
 COUNT_RULES = "iptables -w 5 -S 2>/dev/null | grep -c -e mqchaos -e MQCHAOS || true"
 
 
-def run_script(cluster: Any, node: str, script: str, check: bool = True, timeout: float = 30) -> str:
+def run_script(cluster: NodeAccess, node: str, script: str, check: bool = True, timeout: float = 30) -> str:
     _, out = cluster.exec(node, ["sh", "-c", script], check=check, timeout=timeout)
     return out
 
 
-def apply_rules(cluster: Any, rules: Rules) -> None:
+def apply_rules(cluster: NodeAccess, rules: Rules) -> None:
     for node, specs in rules.items():
         run_script(cluster, node, apply_script(specs))
 
 
-def remove_rules(cluster: Any, rules: Rules) -> list[str]:
+def remove_rules(cluster: Cluster, rules: Rules) -> list[str]:
     """Delete exactly these rules; returns the nodes that could not be reached because their
     container is frozen (a stopped node lost its rules with its network namespace)."""
     return [node for node, specs in rules.items() if not _on_live(cluster, node, remove_script(specs))]
 
 
-def _on_live(cluster: Any, node: str, script: str) -> bool:
+def _on_live(cluster: Cluster, node: str, script: str) -> bool:
     if cluster.paused(node):
         return False
     if cluster.running(node):
@@ -180,7 +183,7 @@ def parse_dropped(listing: str, fault_id: str) -> int:
     return total
 
 
-def dropped(cluster: Any, rules: Rules, fault_id: str) -> dict[str, int]:
+def dropped(cluster: Cluster, rules: Rules, fault_id: str) -> dict[str, int]:
     """Per node, the packets the fault's rules dropped so far (the fault's evidence: a
     partition whose rules matched nothing did not partition anything). Nodes that are
     frozen or down are left out (a restarted node's counters went with its namespace)."""
@@ -214,24 +217,24 @@ def parse_bytes(listing: str) -> dict[str, int]:
     return out
 
 
-def received_bytes(cluster: Any, rules: Rules) -> dict[str, dict[str, int]]:
+def received_bytes(cluster: Cluster, rules: Rules) -> dict[str, dict[str, int]]:
     """Per running node, the bytes received from each peer since its counting rules were
     added (a restarted node lost them with its network namespace: left out)."""
     return {node: parse_bytes(run_script(cluster, node, LIST_COUNTERS, check=False))
             for node in rules if cluster.running(node)}
 
 
-def clear_node(cluster: Any, node: str) -> None:
+def clear_node(cluster: NodeAccess, node: str) -> None:
     run_script(cluster, node, clear_script(), check=False)
 
 
-def project_rules(cluster: Any, node: str) -> int:
+def project_rules(cluster: NodeAccess, node: str) -> int:
     """How many project rules/chains/qdiscs the node carries (0 after a heal)."""
     out = run_script(cluster, node, f"{COUNT_RULES}; {TBF_DEVS} | wc -l", check=False)
     return sum(int(x) for x in out.split() if x.isdigit())
 
 
-def default_dev(cluster: Any, node: str) -> str:
+def default_dev(cluster: NodeAccess, node: str) -> str:
     """The interface towards the cluster network (``eth0`` in practice, but asked)."""
     out = run_script(cluster, node, f"ip -o route get {shlex.quote(cluster.gateway())}")
     words = out.split()
@@ -242,7 +245,7 @@ def tbf_spec(dev: str, rate: str, burst: str, latency: str) -> list[str]:
     return ["dev", dev, "root", "tbf", "rate", rate, "burst", burst, "latency", latency]
 
 
-def remove_tbf_all(cluster: Any, tbf: dict[str, list[str]]) -> list[str]:
+def remove_tbf_all(cluster: Cluster, tbf: dict[str, list[str]]) -> list[str]:
     """Delete these root qdiscs; returns the nodes left for later (frozen containers)."""
     return [node for node, spec in tbf.items()
             if not _on_live(cluster, node, shlex.join(["tc", "qdisc", "del", *spec[:3]]) + " 2>/dev/null || true")]

@@ -6,6 +6,7 @@ that do not serve, a stale partition's repair), each recorded as such. Jepsen's
 """
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -13,18 +14,20 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from harness import store
-from harness.brokers.protocol import NodeExitedError
+from harness.brokers.protocol import Cluster, NodeExitedError
 from harness.history import JsonlWriter
 from harness.windows import OPERATOR
 from nemesis import faults as F
-from nemesis import log, net
+from nemesis import net
+
+log = logging.getLogger(__name__)
 
 FINDINGS_FILE = store.FINDINGS
 
 
 class Heals(Protocol):
     """What recovery asks of the nemesis (nemesis.core.Nemesis)."""
-    cluster: Any
+    cluster: Cluster
     clock: Any
     run_dir: Path | None
     settle: float
@@ -59,10 +62,10 @@ def heal(nem: Heals, wait: bool, timeout: float) -> None:
             wait_whole(nem, timeout)
         finally:
             nem.settle = settle
-        log(f"healed; cluster whole after {time.monotonic() - t0:.1f}s")
+        log.info("healed; cluster whole after %.1fs", time.monotonic() - t0)
 
 
-def sweep(cluster: Any) -> dict[str, str]:
+def sweep(cluster: Cluster) -> dict[str, str]:
     """Whatever anything left: thaw frozen containers, remove every project rule, chain and
     qdisc (on every node at once), start stopped nodes (ZooKeeper before brokers: ``nodes()``
     order). Returns what was done per node."""
@@ -116,7 +119,7 @@ def operator(nem: Heals, action: str, targets: list[str], details: dict, act: Ca
                "t_end": round(nem.clock.now(), 3), "details": {**details, **({"error": error} if error else {})}}
         nem.operator_events.append(rec)
         nem.write(rec)
-        log(f"operator event: {action} {list(targets)} ({rec['t_end'] - rec['t_start']:.1f}s)")
+        log.info("operator event: %s %s (%.1fs)", action, list(targets), rec["t_end"] - rec["t_start"])
 
 
 def wait_whole(nem: Heals, timeout: float | None = None) -> None:
@@ -142,7 +145,7 @@ def _steady(nem: Heals, cond: Any) -> Any:
         now = time.monotonic()
         if not ok:
             if since[0] is not None:
-                log(f"cluster looked whole for {now - since[0]:.1f}s, then not: waiting again")
+                log.info("cluster looked whole for %.1fs, then not: waiting again", now - since[0])
             since[0] = None
             return False
         since[0] = since[0] or now

@@ -6,21 +6,24 @@ apart from the nemesis): the scheduler only asks the nemesis to apply and end fa
 from __future__ import annotations
 
 import heapq
+import logging
 import threading
 import time
 from typing import Any, Protocol
 
-from nemesis import log
+from harness.brokers.protocol import Cluster
 from nemesis.faults import Fault
 from nemesis.schedule import Step, parse
 from nemesis.targets import resolve
+
+log = logging.getLogger(__name__)
 
 POLL = 0.5  # how often a step's ``when`` is looked at again
 
 
 class Applies(Protocol):
     """What the scheduler asks of the nemesis (nemesis.core.Nemesis)."""
-    cluster: Any
+    cluster: Cluster
     rng: Any
     subject: str | None
     clock: Any
@@ -127,7 +130,7 @@ class Scheduler:
             if self.on_error == "raise":
                 raise
             t = self.nem.clock.now()
-            log(f"step {st.fault} {st.targets!r} failed: {exc}")
+            log.error("step %s %r failed: %s", st.fault, st.targets, exc)
             failed = [f for f in self.nem.active_faults() if f.details.get("error")]
             if not failed:
                 self.nem.write({"fault": st.fault, "targets": [], "t_start": t, "t_end": t,

@@ -24,7 +24,7 @@ import difflib
 import random
 from typing import Any, Iterable
 
-from harness.brokers.protocol import RoleError
+from harness.brokers.protocol import Cluster, RoleError
 from nemesis import grudge as g
 
 ROLE_HELP = __doc__
@@ -38,7 +38,7 @@ class NoNodeNow(TargetError):
     """A role that names no node at this moment (a leader or controller being elected)."""
 
 
-def resolve_one(cluster: Any, expr: str, rng: random.Random, subject: str | None = None) -> list[str]:
+def resolve_one(cluster: Cluster, expr: str, rng: random.Random, subject: str | None = None) -> list[str]:
     if " except " in expr and not expr.startswith(("random:", "others:")):
         keep, _, drop = expr.partition(" except ")
         dropped = set(resolve(cluster, drop, rng, subject))
@@ -83,7 +83,7 @@ def _some(expr: str, found: Iterable[str | None]) -> list[str]:
     return out
 
 
-def resolve(cluster: Any, targets: Any, rng: random.Random | None = None,
+def resolve(cluster: Cluster, targets: Any, rng: random.Random | None = None,
             subject: str | None = None) -> list[str]:
     """Node names for a target expression or a list of them (duplicates dropped)."""
     rng = rng or random.Random(0)
@@ -98,14 +98,14 @@ def resolve(cluster: Any, targets: Any, rng: random.Random | None = None,
     return out
 
 
-def _one(cluster: Any, expr: Any, rng: random.Random, subject: str | None) -> str:
+def _one(cluster: Cluster, expr: Any, rng: random.Random, subject: str | None) -> str:
     found = resolve(cluster, expr, rng, subject)
     if len(found) != 1:
         raise TargetError(f"{expr!r} must name exactly one node, names {found}")
     return found[0]
 
 
-def grudge_for(cluster: Any, spec: Any, rng: random.Random, subject: str | None = None) -> g.Grudge:
+def grudge_for(cluster: Cluster, spec: Any, rng: random.Random, subject: str | None = None) -> g.Grudge:
     """A grudge from a partition spec:
 
     ``"halves"`` / ``"random_halves"`` / ``"bridge"`` / ``"majorities_ring"`` (over the brokers,

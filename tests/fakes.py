@@ -12,13 +12,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import batch, brokers, rows, runner, store
+from harness import brokers, rows, runner, store
+from harness.batch import pipeline
 from harness.brokers.protocol import Cluster
 from harness.brokers.kafka import kraft
 from harness.brokers.kafka.cluster import ZooKeeperCluster
 from harness.brokers.kafka.kraft_cluster import KRaftCluster
 from harness.brokers.rabbitmq.cluster import RabbitCluster
-from harness.checking import Checker
+from harness.checking import CheckQueue
 from harness.runner import Hooks
 from harness.util import wait_until
 from harness.verdicts import EXIT_UNKNOWN, EXIT_VALID, run_exit_code
@@ -239,7 +240,7 @@ class FakeRabbitApi:
 
 class FakeRun:
     """harness.runner.Run's interface to a batch (harness.batch) and its checker
-    (harness.checking.Checker): prepare, execute (calling the hooks where Run does), check,
+    (harness.checking.CheckQueue): prepare, execute (calling the hooks where Run does), check,
     finish, keep_copy, draw, abandon, save_info. Nothing is brought up; the subclasses say
     what their runs do, so Run's interface is re-implemented once."""
 
@@ -346,8 +347,8 @@ def fake_runs(monkeypatch, tmp_path):
     def make(sc, **kw):
         return runner.Run(sc, **kw) if sc.not_applicable() else StoredRun(sc, **kw)
 
-    monkeypatch.setattr(batch, "Run", make)
-    monkeypatch.setattr(batch, "Checker", lambda master: Checker(spark_factory=object))
+    monkeypatch.setattr(pipeline, "Run", make)
+    monkeypatch.setattr(pipeline, "CheckQueue", lambda master: CheckQueue(spark_factory=object))
     monkeypatch.setenv(store.RESULTS_ENV, str(tmp_path / "results"))
     return tmp_path / "results"
 
@@ -484,8 +485,8 @@ class TimedRun(FakeRun):
 def fake_batch(monkeypatch, tmp_path):
     """A batch whose runs are TimedRuns on a fresh timeline and whose checker starts no Spark."""
     TimedRun.timeline, TimedRun.made, TimedRun.fail, TimedRun.bad_check = Timeline(), [], set(), set()
-    monkeypatch.setattr(batch, "Run", TimedRun)
-    monkeypatch.setattr(batch, "Checker", lambda master: Checker(spark_factory=object))
+    monkeypatch.setattr(pipeline, "Run", TimedRun)
+    monkeypatch.setattr(pipeline, "CheckQueue", lambda master: CheckQueue(spark_factory=object))
     return tmp_path
 
 

@@ -32,7 +32,7 @@ INVOKE = "invoke"  # written before the send (history version 2): no t_complete
 CONSUME_TYPES = {"msg_id": _str, "consumer": _str, "t": _num, "redelivered": lambda v: isinstance(v, bool)}
 OPTIONAL = {"source": _str, "offset": _int, "node": _str, "producer": _str, "seq": _int, "error": _str}
 # Flags each kind of record may carry (booleans; any other value makes the line malformed).
-FLAGS = {"produce": ("poison",), "consume": ("rejected", "dead_lettered", "gave_up")}
+FLAGS = {"produce": ("poison",), "consume": ("rejected", "dead_lettered", "gave_up", "assigned")}
 
 
 def _read(run_dir: Path, kind: str):
@@ -76,19 +76,7 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
     invoked = {r["msg_id"] for r in records if r["outcome"] == INVOKE}
     produce = [r for r in records if r["outcome"] != INVOKE]  # the completions
 
-    best: dict[str, int] = {}
-    producers: dict[str, set] = defaultdict(set)
-    writer: dict[str, tuple] = {}
-    ok_t: dict[str, float] = {}
-    for r in produce:
-        if r["outcome"] == "ok":
-            ok_t[r["msg_id"]] = max(ok_t.get(r["msg_id"], r["t_complete"]), r["t_complete"])
-        best[r["msg_id"]] = max(best.get(r["msg_id"], 0), RANK[r["outcome"]])
-    for r in records:  # a message's writer is its first record, invoke or completion
-        writer.setdefault(r["msg_id"], (r["producer"], r["seq"]))
-        producers[r["msg_id"]].add(r["producer"])
-    for m in invoked:  # sent, and the run never learnt what became of it: unknown
-        best.setdefault(m, RANK["info"])
+    best, producers, writer, ok_t = _outcomes(records, produce, invoked)
     poison = {r["msg_id"] for r in records if r.get("poison") is True}
     rejections = sum(1 for r in consume if r.get("rejected") is True)
     all_lines = consume  # a reader's gaps count every line it received, rejected ones too
@@ -112,21 +100,7 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
     out.update(poison=len(poison), lost_poison=sum(1 for m in kinds["lost"] if m in poison),
                lost_other=sum(1 for m in kinds["lost"] if m not in poison), dead_lettered=len(dead),
                gave_up=len(gave_up), rejections=rejections)
-    lost_t = [ok_t[m] for m in kinds["lost"]]
-    out["lost_window"] = [min(lost_t), max(lost_t)] if lost_t else None
-    # who wrote the lost messages (their confirmed records' greatest node / producer name), and
-    # how many delivered messages were confirmed no later than the last lost one
-    ok_by: dict[str, list] = defaultdict(list)
-    for r in produce:
-        if r["outcome"] == "ok":
-            ok_by[r["msg_id"]].append(r)
-    side: dict[str, dict] = {"lost_by_node": defaultdict(int), "lost_by_producer": defaultdict(int)}
-    for m in kinds["lost"]:
-        side["lost_by_node"][max(r.get("node") or "?" for r in ok_by[m])] += 1
-        side["lost_by_producer"][max(r["producer"] for r in ok_by[m])] += 1
-    out.update({k: dict(sorted(v.items())) for k, v in side.items()})
-    out["kept_before_lost_last"] = (sum(1 for m, t in ok_t.items() if dlv[m] > 0 and t <= max(lost_t))
-                                    if lost_t else None)
+    out.update(_lost_detail(kinds["lost"], produce, ok_t, dlv))
     out["samples"] = {k: v[:20] for k, v in kinds.items()}
     out.update(
         attempted=len(best),
@@ -147,6 +121,160 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
                    for p in sorted({r["producer"] for r in produce})}
     out["unavailable_by_producer"] = {p: iv for p, iv in by_producer.items() if iv}
     out["read_gaps"] = _read_gaps(all_lines, threshold)
+    out.update(log_figures(produce, consume))
+    out.update(txn_figures(records, consume))
+    return out
+
+
+def txn_figures(records, consume) -> dict:
+    """checkers.txn's figures, transaction by transaction: ``records`` every produce line
+    (invokes too), ``consume`` the deliveries."""
+    txn_of, best, aborted, t_commit = {}, {}, set(), {}
+    for r in records:
+        if r.get("txn") is None:
+            continue
+        txn_of[r["msg_id"]] = r["txn"]
+        if r["outcome"] != INVOKE:
+            best[r["msg_id"]] = max(best.get(r["msg_id"], 0), RANK[r["outcome"]])
+            if r.get("aborted") is True:
+                aborted.add(r["msg_id"])
+            if r.get("t_commit") is not None:
+                t_commit[r["msg_id"]] = max(t_commit.get(r["msg_id"], r["t_commit"]), r["t_commit"])
+    if not txn_of:
+        return {k: None for k in ("transactions_committed", "transactions_aborted", "transactions_unknown",
+                                  "aborted_reads", "uncommitted_reads", "torn_transactions", "lost_transactions")}
+    first: dict[str, float] = {}
+    for r in consume:
+        first[r["msg_id"]] = min(first.get(r["msg_id"], r["t"]), r["t"])
+    members: dict[str, list] = defaultdict(list)
+    for m, t in txn_of.items():
+        members[t].append(m)
+    out = dict.fromkeys(("transactions_committed", "transactions_aborted", "transactions_unknown",
+                         "torn_transactions", "lost_transactions"), 0)
+    for ms in members.values():
+        ranks = [best.get(m, RANK["info"]) for m in ms]
+        seen = sum(1 for m in ms if m in first)
+        if min(ranks) == RANK["ok"]:
+            out["transactions_committed"] += 1
+            out["torn_transactions"] += 0 < seen < len(ms)
+            out["lost_transactions"] += seen == 0
+        elif max(ranks) == RANK["fail"]:
+            out["transactions_aborted"] += 1
+        else:
+            out["transactions_unknown"] += 1
+    out["aborted_reads"] = sum(1 for m in txn_of if best.get(m) == RANK["fail"] and m in aborted and m in first)
+    out["uncommitted_reads"] = sum(1 for m in txn_of if m in first and m in t_commit and first[m] < t_commit[m])
+    return out
+
+
+def log_figures(produce, consume) -> dict:
+    """checkers.logs's figures, message by message and reader by reader: ``produce`` the
+    completions, ``consume`` the deliveries (rejected lines left out)."""
+    writes = [r for r in produce if r["outcome"] == "ok" and r.get("source") is not None
+              and r.get("offset") is not None]
+    reads = [r for r in consume if r.get("source") is not None and r.get("offset") is not None]
+    at: dict[tuple, set] = defaultdict(set)
+    where: dict[str, set] = defaultdict(set)
+    for r in writes + reads:
+        at[(r["source"], r["offset"])].add(r["msg_id"])
+        where[r["msg_id"]].add((r["source"], r["offset"]))
+    delivered = {r["msg_id"] for r in consume}
+    span: dict[str, list] = {}
+    for r in reads:
+        lo, hi = span.get(r["source"], (r["offset"], r["offset"]))
+        span[r["source"]] = (min(lo, r["offset"]), max(hi, r["offset"]))
+    written: dict[str, tuple] = {}  # a message's write position: its highest offset
+    for r in writes:
+        if r["msg_id"] not in written or r["offset"] > written[r["msg_id"]][1]:
+            written[r["msg_id"]] = (r["source"], r["offset"])
+    split = {"lost_prefix": [], "lost_middle": [], "lost_postfix": []}
+    for m, (src, off) in written.items():
+        if m in delivered:
+            continue
+        lo, hi = span.get(src, (None, None))
+        part = ("lost_postfix" if hi is None or off >= hi else "lost_prefix" if off < lo else "lost_middle")
+        split[part].append(m)
+    out = {"write_offsets": len(written), "read_offsets": len(reads),
+           "inconsistent_offsets": sum(1 for ids in at.values() if len(ids) > 1),
+           "duplicate_offsets": sum(1 for pos in where.values() if len(pos) > 1),
+           **{k: len(v) for k, v in split.items()}}
+    out["lost_writes"] = out["lost_prefix"] + out["lost_middle"]
+    out["unseen"] = out["lost_postfix"]
+    if not written:
+        out.update({k: None for k in ("lost_writes", "unseen", "lost_prefix", "lost_middle", "lost_postfix")})
+    out.update(_polls(reads, at), nonmonotonic_sends=_sends(writes))
+    return out
+
+
+def _polls(reads, at) -> dict:
+    """Each reader's successive reads of one source by time: back (assigned or subscribed),
+    or over a position some write or read holds."""
+    known: dict[str, list] = defaultdict(list)
+    for src, off in sorted(at):
+        known[src].append(off)
+    lanes: dict[tuple, list] = defaultdict(list)
+    for r in reads:
+        lanes[(r["consumer"], r["source"])].append(r)
+    out = {"nonmonotonic_polls": 0, "nonmonotonic_polls_subscribe": 0, "poll_skips": 0}
+    for (_, src), lane in lanes.items():
+        lane.sort(key=lambda r: (r["t"], r["offset"]))
+        for a, b in zip(lane, lane[1:]):
+            if b["offset"] <= a["offset"]:
+                out["nonmonotonic_polls" if b.get("assigned") is not False else "nonmonotonic_polls_subscribe"] += 1
+            between = bisect.bisect_left(known[src], b["offset"]) - bisect.bisect_right(known[src], a["offset"])
+            if b["offset"] > a["offset"] and between > 0:
+                out["poll_skips"] += 1
+    return out
+
+
+def _sends(writes) -> int:
+    lanes: dict[tuple, list] = defaultdict(list)
+    for r in writes:
+        lanes[(r["producer"], r["source"])].append(r)
+    n = 0
+    for lane in lanes.values():
+        lane.sort(key=lambda r: r["seq"])
+        n += sum(1 for a, b in zip(lane, lane[1:]) if b["offset"] < a["offset"])
+    return n
+
+
+def _outcomes(records, produce, invoked):
+    """Per message: its best outcome, its producers, its writer (its first record, invoke or
+    completion) and when it was last confirmed."""
+    best: dict[str, int] = {}
+    producers: dict[str, set] = defaultdict(set)
+    writer: dict[str, tuple] = {}
+    ok_t: dict[str, float] = {}
+    for r in produce:
+        if r["outcome"] == "ok":
+            ok_t[r["msg_id"]] = max(ok_t.get(r["msg_id"], r["t_complete"]), r["t_complete"])
+        best[r["msg_id"]] = max(best.get(r["msg_id"], 0), RANK[r["outcome"]])
+    for r in records:
+        writer.setdefault(r["msg_id"], (r["producer"], r["seq"]))
+        producers[r["msg_id"]].add(r["producer"])
+    for m in invoked:  # sent, and the run never learnt what became of it: unknown
+        best.setdefault(m, RANK["info"])
+    return best, producers, writer, ok_t
+
+
+def _lost_detail(lost, produce, ok_t, dlv) -> dict:
+    """When the lost messages were confirmed, who wrote them (their confirmed records'
+    greatest node / producer name), and how many delivered messages were confirmed no
+    later than the last lost one."""
+    out = {}
+    lost_t = [ok_t[m] for m in lost]
+    out["lost_window"] = [min(lost_t), max(lost_t)] if lost_t else None
+    ok_by: dict[str, list] = defaultdict(list)
+    for r in produce:
+        if r["outcome"] == "ok":
+            ok_by[r["msg_id"]].append(r)
+    side: dict[str, dict] = {"lost_by_node": defaultdict(int), "lost_by_producer": defaultdict(int)}
+    for m in lost:
+        side["lost_by_node"][max(r.get("node") or "?" for r in ok_by[m])] += 1
+        side["lost_by_producer"][max(r["producer"] for r in ok_by[m])] += 1
+    out.update({k: dict(sorted(v.items())) for k, v in side.items()})
+    out["kept_before_lost_last"] = (sum(1 for m, t in ok_t.items() if dlv[m] > 0 and t <= max(lost_t))
+                                    if lost_t else None)
     return out
 
 

@@ -23,9 +23,10 @@ from click.testing import CliRunner
 import helpers
 import reference
 from checkers import synth
-from checkers.analyze import analyze, broker_version, find_runs
+from checkers.trend import broker_version, find_runs
 from checkers.history import convert
 from harness.cli import main as cli
+from harness.trend_report import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -264,11 +265,11 @@ def test_per_run_table_and_bad_input(tree, analysis):
 
 
 def test_uri_listed_by_spark_gives_the_same_table(tree, analysis, spark, tmp_path):
-    """A URI is listed and read by Spark (checkers.listing: what hdfs:// or s3a://
+    """A URI is listed and read by Spark (checkers.spark.listing: what hdfs:// or s3a://
     go through). Forced on file: URIs here: the same runs, categories and
     figures as the local route, `latest` links not counted twice; a URI whose
     file system Spark lacks is an error for that argument, not a crash."""
-    from checkers import listing
+    from checkers.spark import listing
 
     root, expected = tree
     _, local = analysis
@@ -308,7 +309,7 @@ def test_cli(tree, tmp_path):
 def test_spark_submit_on_a_standalone_cluster(tree, analysis, tmp_path):
     """The same job through spark-submit, on a master + worker started from the
     pyspark install (127.0.0.1 only): same figures as in local mode."""
-    from checkers.standalone import Standalone, spark_home
+    from checkers.spark.standalone import Standalone, spark_home
 
     root, _ = tree
     _, local = analysis
@@ -320,7 +321,7 @@ def test_spark_submit_on_a_standalone_cluster(tree, analysis, tmp_path):
             [os.path.join(spark_home(), "bin", "spark-submit"), "--master", url,
              "--driver-memory", "1g", "--conf", "spark.executor.memory=1g",
              "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-             str(ROOT / "checkers" / "analyze.py"), str(root), "--out", str(out)],
+             str(ROOT / "harness" / "trend_report.py"), str(root), "--out", str(out)],
             env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())

@@ -283,7 +283,7 @@ def test_43_reports_no_partitions_without_asking(monkeypatch):
 # ---- not applicable: a verdict, not a crash ----------------------------------------------------
 
 def test_a_not_applicable_run_brings_nothing_up_and_is_undecided(tmp_path, monkeypatch):
-    from harness.batch import Entry, row, rows_from_runs
+    from harness.batch.summary import Entry, row, rows_from_runs
     from harness.runner import Run
 
     sc = parse(mirrored(id="R1", expect={"lost": 0}), version="4.0", env={})

@@ -197,7 +197,7 @@ def test_a_single_version_is_still_the_catalogue(files):
 
 def test_dry_run_lists_the_jobs_and_runs_nothing(files, tmp_path, monkeypatch):
     monkeypatch.setenv(store.RESULTS_ENV, str(tmp_path / "results"))
-    monkeypatch.setattr(batch, "Run", lambda *a, **k: pytest.fail("a dry run runs nothing"))
+    monkeypatch.setattr(batch.pipeline, "Run", lambda *a, **k: pytest.fail("a dry run runs nothing"))
     res = CliRunner().invoke(main, ["matrix", "--dry-run", "--versions", "rabbitmq=3.10,4.0",
                                     "--versions", "kafka=3.9,4.1", *map(str, files)])
     assert res.exit_code == 0, res.output

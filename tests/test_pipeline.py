@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from checkers import synth
 from fakes import CheckedRun, FakeSpark, TimedRun
 from harness import batch
-from harness.checking import Checker
+from harness.checking import CheckQueue
 from harness.runner import Run
 from harness.scenario import load
 from harness.verdicts import EXIT_VALID, EXIT_UNKNOWN
@@ -128,7 +128,7 @@ def test_a_check_that_stops_the_session_does_not_poison_the_next():
         raise RuntimeError("the JVM went away")
 
     got = {}
-    ch = Checker(spark_factory=factory)
+    ch = CheckQueue(spark_factory=factory)
     ch.submit(CheckedRun("a", lambda s: {"code": 0}), lambda c, e: got.update(a=(c, e)))
     ch.submit(CheckedRun("b", stop_and_fail), lambda c, e: got.update(b=(c, e)))
     ch.submit(CheckedRun("c", lambda s: {"code": 1}), lambda c, e: got.update(c=(c, e)))
@@ -142,7 +142,7 @@ def test_a_session_that_does_not_start_leaves_every_run_undecided_with_the_reaso
     def factory():
         raise OSError("no java")
     got = {}
-    ch = Checker(spark_factory=factory)
+    ch = CheckQueue(spark_factory=factory)
     ch.submit(CheckedRun("a", lambda s: {"code": 0}), lambda c, e: got.update(a=(c, e)))
     ch.close()
     assert got["a"][0] == EXIT_UNKNOWN and "no java" in got["a"][1]
@@ -172,7 +172,7 @@ def test_one_run_at_a_time_gives_the_figures_of_one_job_over_all(spark, tmp_path
     assert not errors
     at_once = check_runs(spark, opened)
     got = {}
-    ch = Checker(spark_factory=lambda: spark)
+    ch = CheckQueue(spark_factory=lambda: spark)
     for r in runs:
         ch.submit(r, lambda c, e, r=r: got.__setitem__(str(r.dir), (c, e)))
     ch.close()

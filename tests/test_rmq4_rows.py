@@ -240,19 +240,19 @@ def test_a_streams_leader_and_members_are_observed_and_are_roles():
 def test_what_the_drain_has_left():
     reader = consumer(stream=True)
     reader.last_offset = 6
-    run = SimpleNamespace(sc=stream(), cluster=FakeRabbitApi({"mqchaos": dict(STREAM_ENTRY)}), consumers=[reader])
-    assert workload.messages_left(run) == 3
+    ctx = SimpleNamespace(sc=stream(), cluster=FakeRabbitApi({"mqchaos": dict(STREAM_ENTRY)}))
+    assert workload.messages_left(ctx, [reader]) == 3
     reader.last_offset = 9
-    assert workload.messages_left(run) == 0
-    run.cluster.queues["mqchaos"].pop("messages")
-    assert workload.messages_left(run) is None  # unknown: the drain goes on
+    assert workload.messages_left(ctx, [reader]) == 0
+    ctx.cluster.queues["mqchaos"].pop("messages")
+    assert workload.messages_left(ctx, [reader]) is None  # unknown: the drain goes on
     dl = scenario({"type": "quorum", "dead_letter": {}})
-    run = SimpleNamespace(sc=dl, consumers=[], cluster=FakeRabbitApi({
+    ctx = SimpleNamespace(sc=dl, cluster=FakeRabbitApi({
         "mqchaos": {"type": "quorum", "messages": 0, "messages_dlx": 2}, "mqchaos.dlq": {"messages": 1}}))
-    assert workload.messages_left(run) == 3
-    run.cluster.queues["mqchaos"]["messages_dlx"] = 0
-    run.cluster.queues["mqchaos.dlq"]["messages"] = 0
-    assert workload.messages_left(run) == 0
+    assert workload.messages_left(ctx, []) == 3
+    ctx.cluster.queues["mqchaos"]["messages_dlx"] = 0
+    ctx.cluster.queues["mqchaos.dlq"]["messages"] = 0
+    assert workload.messages_left(ctx, []) == 0
 
 
 # ---- the checker: poison and dead-letter accounting against the reference ------------------

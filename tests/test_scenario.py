@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import expect, report
+from harness import expect, judge
 from harness.scenario import ScenarioError, load, parse
 
 SCENARIOS = sorted((Path(__file__).parent.parent / "scenarios").glob("*.yaml"))
@@ -135,12 +135,13 @@ def test_refresh_rejudges_a_run_offline(tmp_path):
     result = _fake_result() | {"lost": 3, "unavailable_s": 7.5, "valid": False, "reason": "lost=3",
                                "ordering": "none", "samples": {}, "unavailable": [[1.0, 8.5]]}
     (tmp_path / "check.json").write_text(json.dumps(result))
-    v = report.refresh(tmp_path)
+    v = judge.rejudge(tmp_path)
     assert v["held"] is False and "unavailable_s=7.5" in v["reason"]
     assert json.loads((tmp_path / "check.json").read_text())["prediction"] == v
     text = (tmp_path / "report.md").read_text()
     assert "DID NOT HOLD" in text and "1.00 – 8.50" in text
-    assert report.refresh(tmp_path / "nowhere") is None
+    assert judge.rejudge(tmp_path / "nowhere") is None
+    assert json.loads((tmp_path / "run.json").read_text())["exit_code"] == 1  # its row judged too
 
 
 def test_a_fault_the_broker_cannot_do_is_refused():

@@ -9,20 +9,20 @@ What makes the containers (a compose project, its network and volumes) is
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from harness import store
 from harness.brokers.protocol import Cluster, ClusterError, NodeExitedError
 from harness.util import run, wait_until
 
 
-def log(msg: str) -> None:
-    print(f"[cluster] {msg}", file=sys.stderr, flush=True)
+log = logging.getLogger(__name__)
 
 
 def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -195,7 +195,7 @@ class ContainerCluster(Cluster):
         return (proc.stdout or "") + (proc.stderr or "")
 
     def collect_logs(self, run_dir: str | os.PathLike) -> None:
-        out = Path(run_dir) / "logs"
+        out = Path(run_dir) / store.LOGS
         out.mkdir(parents=True, exist_ok=True)
         for node in self.nodes():
             (out / f"{node}.log").write_text(self.logs(node) if self.exists(node) else "(no container)\n")
@@ -224,7 +224,7 @@ class ContainerCluster(Cluster):
             wait_until(check, timeout, what, interval=1.0, reraise=(NodeExitedError,))
         except TimeoutError as exc:
             raise ClusterError(f"{self.kind} cluster not healthy: {exc}\n{self.logs_tail()}") from None
-        log(f"{self.kind}: {what} after {time.monotonic() - t0:.1f}s")
+        log.info("%s: %s after %.1fs", self.kind, what, time.monotonic() - t0)
 
     def status(self) -> dict[str, str]:
         res = {}

@@ -16,11 +16,12 @@ recovery           ``Cluster.wait_whole``, ``stuck_nodes``, ``wait_rejoined``
 typed settings     ``Broker.settings_model``: the scenario's ``cluster:`` block
                    (``harness.brokers.settings.Settings``)
 scenario model     ``Broker.scenario_model``: a ``harness.spec.BaseScenario`` subclass
-clients            ``Broker.declare / producers / consumers / prefill / drain``
+clients            ``Broker.declare / producers / consumers / prefill / drain``, each given
+                   the run's frozen ``harness.context.RunContext``; they return workers
 observation        ``Broker.sample`` (each second, during the run) and ``Broker.measure``
                    (pure, afterwards); the scenario model's ``measurement_names`` (what
                    ``expect:`` may name)
-probes             ``Broker.probes(run)``: extra measurements some rows need
+probes             ``Broker.probes(ctx)``: extra measurements some rows need
 image              ``Broker.image``: how ``mqchaos images`` builds it
                    (``harness.brokers.generations``)
 =================  =========================================================================
@@ -37,6 +38,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Protocol
 
 from harness.brokers.generations import Generation, ImageSpec, choose_version, named_generation
+from harness.clients.base import Worker
+from harness.context import Drained, RunContext
 from harness.probes import Probes
 from harness.util import StopWaiting
 
@@ -76,7 +79,7 @@ Steady = Callable[[Callable[[], Any]], Callable[[], bool]]
 
 class NodeAccess(Protocol):
     """How the harness reaches a cluster's nodes from outside (Jepsen's control ``Remote``):
-    a structural protocol, so what only needs to run commands on nodes (nemesis/net.py, a
+    a structural protocol, so what only needs to run commands on nodes (nemesis/net.py's rule writers, a
     test's fake) can ask for this and no more. Every ``Cluster`` is one."""
 
     # the cluster's name among others of its kind (compose's project): a run's nemesis
@@ -290,25 +293,29 @@ class Broker(abc.ABC):
         """The settings model from ``key: value`` pairs (a scenario's ``cluster:``, ``--set``)."""
         return self.settings_model.model_validate(values)
 
-    # ---- clients (Jepsen's client) ------------------------------------------------------
+    # ---- clients (Jepsen's client): each takes the run's frozen context, returns workers --
     @abc.abstractmethod
-    def declare(self, run: Any) -> None:
+    def declare(self, ctx: RunContext) -> None:
         """Create what the clients use (queue, topic, policies)."""
 
     @abc.abstractmethod
-    def producers(self, run: Any) -> list: ...
+    def producers(self, ctx: RunContext) -> list[Worker]:
+        """The load's producers, not started (the run loop starts them)."""
 
     @abc.abstractmethod
-    def consumers(self, run: Any) -> list:
-        """Consumers that run during the load ([] if the broker is read in the drain only)."""
+    def consumers(self, ctx: RunContext) -> list[Worker]:
+        """Consumers that run during the load, not started ([] if the broker is read in
+        the drain only)."""
 
-    def prefill(self, run: Any) -> dict:
+    def prefill(self, ctx: RunContext) -> dict:
         """Publish ``workload.prefill`` messages before the load; what it took."""
         return {}
 
     @abc.abstractmethod
-    def drain(self, run: Any) -> dict:
-        """Consume until empty and idle: {"complete": bool, "seconds": ..., ...}."""
+    def drain(self, ctx: RunContext, consumers: list[Worker]) -> Drained:
+        """Consume until empty and idle, with the load's ``consumers`` (still running) and
+        any readers of its own: its record ({"complete": bool, "seconds": ...}) and every
+        reader that read."""
 
     # ---- observation ----------------------------------------------------------------------
     @abc.abstractmethod
@@ -320,6 +327,6 @@ class Broker(abc.ABC):
                 consume: list[dict], fault_start: float | None) -> dict:
         """Measurements from the run's artefacts (pure: a run can be re-measured offline)."""
 
-    def probes(self, run: Any) -> Probes:
+    def probes(self, ctx: RunContext) -> Probes:
         """The scenario's probes (hooks setup / before_faults / after_heal, .measurements)."""
-        return Probes(run)
+        return Probes(ctx)

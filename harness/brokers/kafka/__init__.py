@@ -3,6 +3,7 @@ KRaft mode (3.9-kraft, 4.1: each node also a controller voter), from the jars on
 Central; confluent-kafka clients (a producer per scenario's acks, a reader in the drain)."""
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import time
@@ -10,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.brokers.compose import COMPOSE_DIR
-from harness.brokers.containers import docker, log
+from harness.brokers.containers import docker
 from harness.brokers.generations import Generation, ImageSpec
 from harness.brokers.protocol import Broker
+from harness.clients.base import Worker
+from harness.context import Drained, RunContext
 from harness.brokers.kafka import observe
 from harness.brokers.kafka.clients import KafkaProducerWorker, KafkaReader
 from harness.brokers.kafka.cluster import KafkaCluster, KafkaConfig, ZooKeeperCluster
@@ -20,7 +23,10 @@ from harness.brokers.kafka.generations import GENERATIONS, ZOOKEEPER, has, pom
 from harness.brokers.kafka.kraft_cluster import KRaftCluster
 from harness.brokers.kafka.model import KafkaScenario
 from harness.brokers.kafka.probes import KafkaProbes
+from harness.brokers.kafka.txn import KafkaTxnProducer
 from harness.util import run as run_cmd
+
+log = logging.getLogger(__name__)
 
 
 def _jars(ctx: Path, generation: Generation) -> None:
@@ -31,7 +37,7 @@ def _jars(ctx: Path, generation: Generation) -> None:
         shutil.rmtree(libs)
     libs.mkdir()
     version = generation.args()["KAFKA_VERSION"]
-    log(f"resolving the Kafka {version} jars from Maven Central (mvn dependency:copy-dependencies)")
+    log.info("resolving the Kafka %s jars from Maven Central (mvn dependency:copy-dependencies)", version)
     run_cmd(mvn_command(generation, libs), timeout=1200)
     wanted = ["kafka_2.13-*.jar"] + (["zookeeper-*.jar"] if version.startswith("3.") else ["log4j-slf4j-impl-*.jar"])
     missing = [w for w in wanted if not any(libs.glob(w))]
@@ -85,8 +91,8 @@ class Kafka(Broker):
                 "broker": names("kafka.server.KafkaConfig"),
                 "topic": names("org.apache.kafka.storage.internals.log.LogConfig")}
 
-    def declare(self, run: Any) -> None:
-        t, c = run.sc.topic, run.cluster
+    def declare(self, ctx: RunContext) -> None:
+        t, c = ctx.sc.topic, ctx.cluster
         replicas = None
         if t.leader != "any":
             replicas = [placement(c.brokers(), c.controller(), t.leader, t.replication_factor)] * t.partitions
@@ -94,29 +100,45 @@ class Kafka(Broker):
                        config={k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in t.config.items()},
                        replicas=replicas)
 
-    def producers(self, run: Any) -> list:
-        sc, w = run.sc, run.sc.workload
+    def producers(self, ctx: RunContext) -> list[Worker]:
+        sc, w = ctx.sc, ctx.sc.workload
+        if w.transactions:
+            x = w.transactions
+            return [KafkaTxnProducer(
+                f"p{i}", ctx.cluster.bootstrap_servers(), sc.topic.name, ctx.writer("produce", f"p{i}"), ctx.clock,
+                ctx.stop, rate=w.rate, max_messages=w.max_messages, txn_size=x.size, abort_every=x.abort_every,
+                transaction_timeout_ms=x.transaction_timeout_ms, request_timeout_ms=w.request_timeout_ms,
+                delivery_timeout_ms=w.delivery_timeout_ms, size=w.message_size) for i in range(w.producers)]
         return [KafkaProducerWorker(
-            f"p{i}", run.cluster.bootstrap_servers(), sc.topic.name, run.writer("produce", f"p{i}"), run.clock,
-            run.stop_all, rate=w.rate, max_messages=w.max_messages, acks=w.acks,
+            f"p{i}", ctx.cluster.bootstrap_servers(), sc.topic.name, ctx.writer("produce", f"p{i}"), ctx.clock,
+            ctx.stop, rate=w.rate, max_messages=w.max_messages, acks=w.acks,
             idempotence=w.idempotence, retries=w.retries, max_in_flight=w.max_in_flight,
             delivery_timeout_ms=w.delivery_timeout_ms, request_timeout_ms=w.request_timeout_ms,
             size=w.message_size) for i in range(w.producers)]
 
-    def consumers(self, run: Any) -> list:
+    def consumers(self, ctx: RunContext) -> list[Worker]:
+        if ctx.sc.workload.transactions:  # read_committed, during the load: a read before a commit shows
+            return [KafkaReader("c0", ctx.cluster.bootstrap_servers(), ctx.sc.topic.name, ctx.writer("consume", "c0"),
+                                ctx.clock, ctx.stop, timeout_s=ctx.sc.timing.drain_timeout,
+                                isolation="read_committed", follow=True)]
         return []  # the topic is read after the heal, from the beginning (drain)
 
-    def drain(self, run: Any) -> dict:
-        t = run.sc.timing
+    def drain(self, ctx: RunContext, consumers: list[Worker]) -> Drained:
+        t = ctx.sc.timing
         t0 = time.monotonic()
-        reader = KafkaReader("reader", run.cluster.bootstrap_servers(), run.sc.topic.name,
-                             run.writer("consume", "reader"), run.clock, run.stop_all,
-                             timeout_s=t.drain_timeout)
-        run.consumers = [reader]
-        reader.start()
+        following = [c for c in consumers if isinstance(c, KafkaReader) and c.following.is_set()]
+        if following:  # the load's own reader reads on to the end
+            reader = following[0]
+            reader.finish(t.drain_timeout)
+        else:
+            reader = KafkaReader("reader", ctx.cluster.bootstrap_servers(), ctx.sc.topic.name,
+                                 ctx.writer("consume", "reader"), ctx.clock, ctx.stop,
+                                 timeout_s=t.drain_timeout)
+            reader.start()
         reader.join(t.drain_timeout + 30)
-        return {"complete": reader.complete, "seconds": round(time.monotonic() - t0, 1),
-                "error": repr(reader.error) if reader.error else None}
+        readers = consumers if following else [*consumers, reader]
+        return Drained({"complete": reader.complete, "seconds": round(time.monotonic() - t0, 1),
+                        "error": repr(reader.error) if reader.error else None}, readers)
 
     def sample(self, cluster: Any, sc: Any) -> dict:
         return observe.sample(cluster, sc)
@@ -124,8 +146,8 @@ class Kafka(Broker):
     def measure(self, sc, samples, logs, produce, consume, fault_start) -> dict:
         return observe.measure(sc, samples, logs, fault_start, produce)
 
-    def probes(self, run: Any) -> KafkaProbes:
-        return KafkaProbes(run)
+    def probes(self, ctx: RunContext) -> KafkaProbes:
+        return KafkaProbes(ctx)
 
 
 PLUGIN = Kafka()

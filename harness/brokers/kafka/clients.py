@@ -80,36 +80,53 @@ class KafkaProducerWorker(Worker):
     def _report(self, msg_id: str, seq: int, t: float):
         def cb(err, msg):
             self.pending.pop(msg_id, None)
-            self._write(msg_id, seq, t, outcome_of(err), None if err is None else err.str(),
-                        msg.partition() if msg is not None else None)
+            partition = msg.partition() if msg is not None else None
+            # where the write went (history version 3): an acknowledged write's offset; none
+            # for acks=0 (the client reports -1) or an error
+            offset = msg.offset() if err is None and msg is not None and msg.offset() >= 0 else None
+            self._write(msg_id, seq, t, outcome_of(err), None if err is None else err.str(), partition, offset)
         return cb
 
-    def _write(self, msg_id, seq, t, outcome, error, partition) -> None:
+    def _write(self, msg_id, seq, t, outcome, error, partition, offset=None) -> None:
+        position = {} if offset is None else {"source": f"{self.topic}:{partition}", "offset": offset}
         self.writer.write(produce_record(msg_id=msg_id, producer=self.name, seq=seq, outcome=outcome,
                                          t_invoke=t, t_complete=self.clock.now(), node=None, error=error,
-                                         partition=partition))
+                                         partition=partition, **position))
         self.stats.add(outcome, error)
 
 
 class KafkaReader(Worker):
     """Reads every partition of the topic from the beginning to its end offset (the high
-    watermark), read again once reached: complete when it has not moved."""
+    watermark; for a read_committed reader, the last stable offset), read again once
+    reached: complete when it has not moved. A reader that ``follow``s reads during the
+    load too, and starts towards the end once ``finish()`` is called (the drain)."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, writer: JsonlWriter, clock: RunClock,
-                 stop_all: threading.Event, *, timeout_s: float = 120.0):
+                 stop_all: threading.Event, *, timeout_s: float = 120.0, isolation: str = "read_uncommitted",
+                 follow: bool = False):
         super().__init__(name, writer, clock, stop_all)
-        self.bootstrap, self.topic, self.timeout_s = bootstrap, topic, timeout_s
+        self.bootstrap, self.topic, self.timeout_s, self.isolation = bootstrap, topic, timeout_s, isolation
         self.last_delivery = clock.now()
         self.complete = False
+        self.following = threading.Event()
+        if follow:
+            self.following.set()
+
+    def finish(self, timeout_s: float) -> None:
+        """Read on to the end within ``timeout_s`` and stop there (a following reader's drain)."""
+        self.timeout_s = timeout_s
+        self.following.clear()
 
     def work(self) -> None:
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"mqchaos-{self.name}",
                       "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                      "isolation.level": "read_uncommitted", "enable.partition.eof": False})
+                      "isolation.level": self.isolation, "enable.partition.eof": False})
         try:
-            meta = c.list_topics(self.topic, timeout=10).topics[self.topic]
-            parts = sorted(meta.partitions)
+            parts = self._partitions(c)
             c.assign([TopicPartition(self.topic, p, 0) for p in parts])
+            pos = {p: 0 for p in parts}
+            while self.following.is_set() and not self.stop_all.is_set():  # during the load
+                self._take(c.poll(0.5), pos)
             deadline = self.clock.now() + self.timeout_s
 
             def end_offsets() -> dict[int, int]:
@@ -119,10 +136,15 @@ class KafkaReader(Worker):
                                            for p in parts},
                                   max(1.0, deadline - self.clock.now()), f"the end offsets of {self.topic}", 1.0)
             ends = end_offsets()
-            pos = {p: 0 for p in parts}
             while not self.stop_all.is_set() and self.clock.now() < deadline:
                 at_end = all(pos[p] >= ends[p] for p in parts)
                 msg = c.poll(0.5)
+                if msg is None and not at_end:
+                    # past what no message holds (a transaction's commit marker, an aborted
+                    # transaction's records, which read_committed skips): the consumer's position
+                    for tp in c.position([TopicPartition(self.topic, p) for p in parts]):
+                        pos[tp.partition] = max(pos[tp.partition], tp.offset)
+                    at_end = all(pos[p] >= ends[p] for p in parts)
                 if msg is None and at_end:
                     # nothing more for a poll's time: done if the end offsets have not moved
                     # (a high watermark still rising as a follower catches up reads on)
@@ -132,15 +154,27 @@ class KafkaReader(Worker):
                         break
                     ends = fresh
                     continue
-                if msg is None or msg.error():
-                    continue
-                self.last_delivery = self.clock.now()
-                pos[msg.partition()] = msg.offset() + 1
-                msg_id, producer, seq = payload.decode(msg.value())
-                self.writer.write(consume_record(
-                    msg_id=msg_id, consumer=self.name, t=self.last_delivery, redelivered=False,
-                    source=f"{self.topic}:{msg.partition()}", offset=msg.offset(), node=None,
-                    producer=producer, seq=seq))
-                self.stats.add("delivered")
+                self._take(msg, pos)
         finally:
             c.close()
+
+    def _partitions(self, c: Consumer) -> list[int]:
+        """The topic's partitions, once its metadata names them without error: just after
+        the topic's creation a KRaft broker may answer without them (a reader assigned none
+        would read nothing, and its drain would never end)."""
+        def named() -> list[int] | None:
+            t = c.list_topics(self.topic, timeout=10).topics.get(self.topic)
+            return sorted(t.partitions) if t is not None and t.error is None and t.partitions else None
+        return wait_until(named, self.timeout_s, f"the partitions of {self.topic}", 1.0)
+
+    def _take(self, msg, pos: dict[int, int]) -> None:
+        if msg is None or msg.error():
+            return
+        self.last_delivery = self.clock.now()
+        pos[msg.partition()] = msg.offset() + 1
+        msg_id, producer, seq = payload.decode(msg.value())
+        self.writer.write(consume_record(
+            msg_id=msg_id, consumer=self.name, t=self.last_delivery, redelivered=False,
+            source=f"{self.topic}:{msg.partition()}", offset=msg.offset(), node=None,
+            producer=producer, seq=seq))
+        self.stats.add("delivered")

@@ -6,14 +6,11 @@ topics, roles and recovery over the metadata each one reads its own way.
 
 Clients reach the brokers through 127.0.0.1:9092..9094 (external listeners advertised as
 such) and ZooKeeper through 127.0.0.1:2181..2183; the brokers talk to each other on the
-internal listener. Broker ids: kafka<N> has broker.id (node.id) N.
+internal listener. Broker ids: kafka<N> has broker.id (node.id) N (``nodes``).
 
-Whose view: each broker answers a Metadata request from its own metadata image, stale on a
-broker cut from the controllers. ``node_metadata`` asks one broker through a client pinned to
-its published port and proves from the answer which broker sent it (``answered_by``): librdkafka
-sends a Metadata request to any broker it has a connection to, and connects to a random known
-one (learned from the pinned broker's own answer) when it has none, so an answer from another
-broker is discarded, never taken for the pinned one's.
+Whose view: each broker answers a Metadata request from its own metadata image; ``adminclient``
+asks each one through a client pinned to it and proves whose answer it is. The roles a fault
+targets are resolved in ``roles``.
 """
 from __future__ import annotations
 
@@ -22,30 +19,28 @@ import logging
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.retry import KazooRetry
 
 from harness.brokers.compose import ComposeCluster
-from harness.brokers.containers import log
 from harness.brokers.protocol import ClusterError, Recorder, Role, RoleError, Steady
 from harness.brokers.settings import Settings
+from harness.brokers.kafka import adminclient
+from harness.brokers.kafka.adminclient import ForeignAnswer, answered_by, partitions_of, pinned_config
 from harness.brokers.kafka.generations import GENERATIONS, LOG4J1, ZOOKEEPER, has
 from harness.brokers.kafka.kraft import LOG4J2, cluster_id, kraft_properties
+from harness.brokers.kafka.nodes import BROKERS, INTERNAL_PORT, KAFKA_PORTS, ZK_NODES, ZK_PORTS, broker_id, broker_node
+from harness.brokers.kafka.roles import ROLES, resolve_role
 from harness.util import wait_until
 
-ZK_NODES = ["zk1", "zk2", "zk3"]
-BROKERS = ["kafka1", "kafka2", "kafka3"]
-KAFKA_PORTS = {"kafka1": 9092, "kafka2": 9093, "kafka3": 9094}
-ZK_PORTS = {"zk1": 2181, "zk2": 2182, "zk3": 2183}
-INTERNAL_PORT = 19092
+log = logging.getLogger(__name__)
+
 HEALTH_TOPIC = "mqchaos-health"
 
 LOG4J = """\
@@ -147,60 +142,6 @@ autopurge.purgeInterval=1
 """ + "".join(f"server.{i}={z}:2888:3888\n" for i, z in enumerate(ZK_NODES, 1))
 
 
-def broker_id(node: str) -> int:
-    if node not in BROKERS:
-        raise ValueError(f"{node} is not a broker ({BROKERS})")
-    return int(node.removeprefix("kafka"))
-
-
-def broker_node(bid: int | str | None) -> str | None:
-    if bid is None or int(bid) < 0:
-        return None
-    return f"kafka{int(bid)}"
-
-
-def pinned_config(endpoint: str) -> dict[str, Any]:
-    """An AdminClient meant to ask one broker only. librdkafka has no setting that forbids the
-    others (it learns them from the first answer), so these only make another broker rare;
-    ``answered_by`` is what proves whose answer it is."""
-    return {"bootstrap.servers": endpoint,            # that node's published 127.0.0.1 port, alone
-            "enable.sparse.connections": True,        # connect only where a request must go (default)
-            "topic.metadata.refresh.interval.ms": -1,  # no background refresh to a random broker
-            "socket.timeout.ms": 10000, "log_level": 0,
-            "logger": logging.getLogger("mqchaos.kafka.pinned")}
-
-
-def answered_by(md: Any, endpoints: dict[str, str]) -> str | None:
-    """The node whose broker answered a metadata request (``ClusterMetadata.orig_broker_id`` /
-    ``orig_broker_name``: librdkafka's broker handle that got the response), or None when the
-    answer does not prove one. A learned broker is named ``127.0.0.1:9093/2`` (id 2); the
-    bootstrap connection ``127.0.0.1:9092/bootstrap`` with id -1, known by the address dialled.
-    The id and the address must name the same node."""
-    name = getattr(md, "orig_broker_name", None) or ""
-    address, _, tail = name.split("://")[-1].rpartition("/")
-    by_address = next((n for n, ep in endpoints.items() if ep == address), None)
-    bid = getattr(md, "orig_broker_id", -1)
-    if bid is not None and bid >= 0:
-        return by_address if by_address == broker_node(bid) else None
-    return by_address if tail == "bootstrap" else None
-
-
-def partitions_of(md: Any, topic: str) -> list[dict[str, Any]]:
-    """Per partition of ``topic`` in one metadata answer: leader, ISR, replicas (node names)."""
-    t = md.topics.get(topic)
-    if t is None or t.error is not None:
-        raise ClusterError(f"metadata for {topic}: {t.error if t else 'absent'}")
-    return [{"partition": p.id, "leader": broker_node(p.leader),
-             "isr": [broker_node(r) for r in p.isrs], "replicas": [broker_node(r) for r in p.replicas],
-             "preferred": broker_node(p.replicas[0]) if p.replicas else None}
-            for p in sorted(t.partitions.values(), key=lambda p: p.id)]
-
-
-class ForeignAnswer(ClusterError):
-    """A metadata request meant for one broker was answered by another (discarded)."""
-
-
-
 class KafkaCluster(ComposeCluster):
     """What both metadata modes share; each says how it reads the metadata: ``quorum``,
     ``registered_brokers``, ``controller_and_epoch``, ``partitions``, ``registered_since_start``."""
@@ -211,12 +152,7 @@ class KafkaCluster(ComposeCluster):
     generations = GENERATIONS
     data_mounts = {"zk": "/var/lib/zookeeper", "kafka": "/var/lib/kafka"}
     fs_dirs = {"kafka": "/var/lib/kafka/data"}  # log.dirs; ZooKeeper's disks keep power
-    roles = {r.name: r for r in (
-        Role("leader", "the broker leading partition P (default 0) of topic T", "T[/P]"),
-        Role("followers", "the partition's other replicas", "T[/P]"),
-        Role("isr", "the partition's in-sync replicas", "T[/P]"),
-        Role("controller", "the controller broker"),
-    )}
+    roles = ROLES
     ports = {"internal": (INTERNAL_PORT,)}  # the brokers' own listener: replication
     zookeeper: ClassVar[bool]       # the mode (generations.ZOOKEEPER) the class brings up
     quorum_what: ClassVar[str]      # what ``quorum`` waits for, in words
@@ -408,40 +344,19 @@ class KafkaCluster(ComposeCluster):
                 client = self._pinned[node] = AdminClient(pinned_config(self.client_endpoints()[node]))
             return client
 
-    def _forget_node_admin(self, node: str, client: Any) -> None:
+    def forget_node_admin(self, node: str, client: Any) -> None:
+        """Drop ``node``'s pinned client, unless another has replaced it meanwhile."""
         with self._pinned_lock:
             if self._pinned.get(node) is client:
                 del self._pinned[node]
 
     def node_metadata(self, node: str, topic: str, timeout: float = 10) -> list[dict[str, Any]]:
-        """``topic``'s partitions as ``node``'s broker sees them, proven to be its answer.
-        Raises ClusterError when it did not answer in time, ForeignAnswer when another broker
-        did (the client is then dropped: a fresh one knows only ``node``'s address, while this
-        one would keep asking the broker it last used)."""
-        client = self.node_admin(node)
-        try:
-            md = client.list_topics(topic=topic, timeout=timeout)
-        except KafkaException as exc:
-            raise ClusterError(f"{node} gave no metadata for {topic}: {exc}") from exc
-        who = answered_by(md, self.client_endpoints())
-        if who != node:
-            self._forget_node_admin(node, client)
-            raise ForeignAnswer(f"metadata asked of {node} answered by {who or '?'} "
-                                f"({getattr(md, 'orig_broker_name', None)}): discarded")
-        return partitions_of(md, topic)
+        """``topic``'s partitions as ``node``'s broker sees them, proven to be its answer."""
+        return adminclient.node_metadata(self, node, topic, timeout)
 
     def node_views(self, topic: str, timeout: float) -> tuple[dict[str, list[dict]], dict[str, str]]:
-        """Every broker's own view of ``topic`` at once (a paused broker costs ``timeout``
-        once, not once per node), and why a broker gave none."""
-        def read(node: str) -> list[dict] | str:
-            try:
-                return self.node_metadata(node, topic, timeout)
-            except ClusterError as exc:
-                return str(exc)[:200]
-        with ThreadPoolExecutor(len(BROKERS)) as pool:
-            got = dict(zip(BROKERS, pool.map(read, BROKERS)))
-        return ({n: v for n, v in got.items() if not isinstance(v, str)},
-                {n: v for n, v in got.items() if isinstance(v, str)})
+        """Every broker's own view of ``topic``, and why a broker gave none."""
+        return adminclient.node_views(self, topic, timeout)
 
     def view_source(self) -> tuple[str | None, str | None, int | None]:
         """Whose view is the cluster's (a node, ``zookeeper``, or None: unknown, no guess),
@@ -460,23 +375,8 @@ class KafkaCluster(ComposeCluster):
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3,
                      config: dict[str, str] | None = None, replicas: list[list[str]] | None = None,
                      wait: bool = True, timeout: float = 60) -> None:
-        """Create a topic (RF 3 by default), optionally with an explicit assignment
-        (``replicas``: per partition, node names, preferred first); wait until in sync."""
-        if replicas:
-            nt = NewTopic(name, num_partitions=len(replicas), replication_factor=-1,
-                          replica_assignment=[[broker_id(n) for n in r] for r in replicas],
-                          config=config or {})
-        else:
-            nt = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
-                          config=config or {})
-        fut = self.admin().create_topics([nt], operation_timeout=30, request_timeout=30)[name]
-        try:
-            fut.result(timeout=timeout)
-        except KafkaException as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise ClusterError(f"create_topic {name}: {exc}") from exc
-        if wait:
-            wait_until(lambda: self.fully_replicated(name), timeout, f"topic {name} fully in sync", 0.5)
+        """Create a topic (RF 3 by default, or ``replicas`` per partition); wait until in sync."""
+        adminclient.create_topic(self, name, partitions, replication_factor, config, replicas, wait, timeout)
 
     def wait_broker_rejoined(self, node: str, topic: str = HEALTH_TOPIC, timeout: float = 120) -> None:
         """Wait until ``node`` is registered and back in the ISR of every partition of ``topic``."""
@@ -486,22 +386,7 @@ class KafkaCluster(ComposeCluster):
 
     # ---- roles -------------------------------------------------------------------------
     def role(self, name: str, arg: str | None) -> list[str]:
-        if name not in self.roles:
-            raise RoleError(f"a kafka cluster has no role {name!r} (roles: {', '.join(self.roles)})")
-        if name == "controller":
-            c = self.controller()
-            return [c] if c else []
-        if not self.roles[name].arg:
-            return self.role_nodes(name)
-        if not arg:
-            raise RoleError(f"{name} needs a topic ({name}:TOPIC[/PARTITION])")
-        topic, _, part = arg.partition("/")
-        p = self.partitions(topic)[int(part or 0)]
-        if name == "leader":
-            return [p["leader"]] if p["leader"] else []
-        if name == "isr":
-            return list(p["isr"])
-        return [r for r in p["replicas"] if r != p["leader"]]
+        return resolve_role(self, name, arg)
 
     # ---- recovery ----------------------------------------------------------------------
     def wait_whole(self, timeout: float, steady: Steady, record: Recorder, stale_after: float | None = None) -> None:
@@ -552,7 +437,7 @@ class ZooKeeperCluster(KafkaCluster):
                 wait_until(lambda: node not in self.registered_brokers(), limit,
                            f"{node}'s previous ZooKeeper session to expire", 0.25)
             except TimeoutError as exc:
-                log(f"{exc}; starting {node} anyway")
+                log.warning("%s; starting %s anyway", exc, node)
         super().start(node)
 
     def registration_time(self, node: str) -> float | None:

@@ -59,8 +59,19 @@ class TopicSpec(Strict):
         return config
 
 
+class Transactions(Strict):
+    """KIP-98 transactions: each producer sends ``size`` messages per transaction
+    (transactional.id per producer, idempotent, acks=all) and aborts every ``abort_every``-th
+    on purpose (0: none); a read_committed reader follows the topic during the load and
+    reads it to its end in the drain (harness/brokers/kafka/txn.py, checkers/txn.py)."""
+    size: int = Field(5, ge=1, le=1000)
+    abort_every: int = Field(4, ge=0)
+    transaction_timeout_ms: int = Field(10_000, ge=1000)
+
+
 class KafkaWorkload(BaseWorkload):
     acks: Literal["0", "1", "all", "-1"] = "all"
+    transactions: Transactions | None = None
     idempotence: bool = False
     retries: int = Field(2147483647, ge=0)
     max_in_flight: int = Field(5, ge=1)
@@ -166,6 +177,9 @@ class KafkaScenario(BaseScenario):
                                                                           min_isr > brokers):
             out.append(f"{where}: {min_isr} is above the topic's replication factor {t.replication_factor}: "
                        "every acks=all write would fail (NOT_ENOUGH_REPLICAS), testing another set-up")
+        if w.transactions and w.acks not in ("all", "-1"):
+            out.append(f"workload.transactions: a transactional producer is idempotent and needs acks all, "
+                       f"not {w.acks} (the producer refuses to start)")
         if w.idempotence and w.acks not in ("all", "-1"):
             out.append(f"workload.idempotence: needs acks all, not {w.acks} (the producer refuses to start)")
         if w.idempotence and w.max_in_flight > 5:

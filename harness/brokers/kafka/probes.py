@@ -20,10 +20,10 @@ class KafkaProbes(Probes):
         if not p:
             return
         if p.settle:
-            self.run.stop_all.wait(p.settle)  # the controller's own rebalance has this long
+            self.ctx.stop.wait(p.settle)  # the controller's own rebalance has this long
         self.measurements.update(spread_measures("leaders", "after", self._leaders()))
         if p.elect_preferred:  # the harness's hand, not the broker's: an operator event
-            self.run.operator("preferred_election", self.cluster.brokers(), {"topic": self.sc.topic.name},
+            self.ctx.operator("preferred_election", self.cluster.brokers(), {"topic": self.sc.topic.name},
                               self._elect_preferred)
             self.measurements.update(spread_measures("leaders", "after_election", self._leaders()))
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.brokers.containers import docker
+from harness.util import setup_logging
 
 VALUES_FILE = Path(__file__).with_name("config-values.json")
 
@@ -165,4 +166,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    setup_logging()
     main()

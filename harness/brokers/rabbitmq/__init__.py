@@ -8,6 +8,8 @@ from typing import Any
 from harness.brokers.containers import docker
 from harness.brokers.generations import ImageSpec
 from harness.brokers.protocol import Broker
+from harness.clients.base import Worker
+from harness.context import Drained, RunContext
 from harness.brokers.rabbitmq import observe, workload
 from harness.brokers.rabbitmq.cluster import RabbitCluster, RabbitConfig
 from harness.brokers.rabbitmq.generations import GENERATIONS
@@ -39,20 +41,20 @@ class RabbitMQ(Broker):
         version = re.search(r"^VERSION (\S+)", out, re.M)
         return {"version": version.group(1) if version else None, "broker": keys}
 
-    def declare(self, run: Any) -> None:
-        workload.declare(run.cluster, run.sc)
+    def declare(self, ctx: RunContext) -> None:
+        workload.declare(ctx.cluster, ctx.sc)
 
-    def producers(self, run: Any) -> list:
-        return workload.producers(run)
+    def producers(self, ctx: RunContext) -> list[Worker]:
+        return workload.producers(ctx)
 
-    def consumers(self, run: Any) -> list:
-        return workload.consumers(run)
+    def consumers(self, ctx: RunContext) -> list[Worker]:
+        return workload.consumers(ctx)
 
-    def prefill(self, run: Any) -> dict:
-        return workload.prefill(run)
+    def prefill(self, ctx: RunContext) -> dict:
+        return workload.prefill(ctx)
 
-    def drain(self, run: Any) -> dict:
-        return workload.drain(run)
+    def drain(self, ctx: RunContext, consumers: list[Worker]) -> Drained:
+        return workload.drain(ctx, consumers)
 
     def sample(self, cluster: Any, sc: Any) -> dict:
         return observe.sample(cluster, sc)
@@ -63,8 +65,8 @@ class RabbitMQ(Broker):
             m.update(sc.version_facts())
         return m
 
-    def probes(self, run: Any) -> RabbitProbes:
-        return RabbitProbes(run)
+    def probes(self, ctx: RunContext) -> RabbitProbes:
+        return RabbitProbes(ctx)
 
 
 PLUGIN = RabbitMQ()

@@ -1,11 +1,11 @@
-"""RabbitMQ cluster (rabbit1..3): lifecycle, node control, roles, recovery, introspection."""
+"""RabbitMQ cluster (rabbit1..3): lifecycle, node control, roles, recovery, introspection.
+What it asks and does is spelled out beside it: ``mgmt`` (the management HTTP API), ``ctl``
+(rabbitmqctl), ``queues`` (a queue's record read as master, mirrors, members; the roles),
+``recovery`` (stale partitions, forgetting a wiped node, failed boots); ``nodes`` names them."""
 from __future__ import annotations
 
-import json
-import re
-import time
+import logging
 import urllib.parse
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,22 +13,20 @@ import requests
 from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.compose import ComposeCluster
-from harness.brokers.containers import docker, log
-from harness.brokers.protocol import (CONTAINER_CAPABILITIES, RESTART_APP, ClusterError, Recorder, Role, RoleError,
-                                      Steady)
+from harness.brokers.containers import docker
+from harness.brokers.protocol import CONTAINER_CAPABILITIES, RESTART_APP, ClusterError, Recorder, Steady
 from harness.brokers.settings import Settings
+from harness.brokers.rabbitmq import ctl, mgmt, queues, recovery
+from harness.brokers.rabbitmq.ctl import parse_recoverable
 from harness.brokers.rabbitmq.generations import GENERATIONS, NODE_MONITOR_PARTITIONS, SEED_DISCOVERY, has
 from harness.brokers.rabbitmq.generations import PARTITION_HANDLING as HANDLES_PARTITIONS
-from harness.util import wait_until
+from harness.brokers.rabbitmq.nodes import AMQP_PORTS, MGMT_PORTS, NODES, REPLICATED, erlang_node, short_node
+from harness.brokers.rabbitmq.queues import master_of
+from harness.brokers.rabbitmq.recovery import boot_failed
 
-NODES = ["rabbit1", "rabbit2", "rabbit3"]
+log = logging.getLogger(__name__)
 
-AMQP_PORTS = {"rabbit1": 5672, "rabbit2": 5673, "rabbit3": 5674}
-MGMT_PORTS = {"rabbit1": 15672, "rabbit2": 15673, "rabbit3": 15674}
 PARTITION_HANDLING = ("ignore", "autoheal", "pause_minority", "pause_if_all_down")
-# Queue types whose management entry names a `leader`, its `members` and those `online`
-# (quorum queues; streams: the stream coordinator's writer and its replicas).
-REPLICATED = ("quorum", "stream")
 
 
 class RabbitConfig(Settings):
@@ -109,30 +107,6 @@ def _classic_nodes(conf: str) -> list[str]:
                   if k.strip().startswith("cluster_formation.classic_config.nodes."))
 
 
-def parse_recoverable(out: str) -> dict[str, list[str]]:
-    """``[{{resource,<<"/">>,queue,<<"q">>},[rabbit@rabbit2]}]`` (an eval's printed term) as
-    {"q": ["rabbit2"]}; a queue outside the default vhost is named "vhost/q"."""
-    found = re.findall(r'<<"([^"]*)">>,\s*queue,\s*<<"([^"]*)">>\},\s*\[([^\]]*)\]', out)
-    return {(q if vhost == "/" else f"{vhost}/{q}"): re.findall(r"@([\w.-]+)", nodes) for vhost, q, nodes in found}
-
-
-def erlang_node(node: str) -> str:
-    return node if "@" in node else f"rabbit@{node}"
-
-
-def short_node(erl: str | None) -> str | None:
-    return erl.split("@", 1)[1] if erl and "@" in erl else erl
-
-
-def master_of(q: dict) -> str | None:
-    """A queue's master / leader from a node's management record: a quorum queue's
-    ``leader`` (none while it elects one); a stream's ``leader``, or on 3.10, which reports
-    none for a stream, its ``node`` (the writer's); a classic queue's ``node``."""
-    if q.get("type") == "quorum":
-        return short_node(q.get("leader"))
-    return short_node(q.get("leader") or q.get("node"))
-
-
 class RabbitCluster(ComposeCluster):
     kind = "rabbitmq"
     compose_file = "rabbitmq.yml"
@@ -143,11 +117,7 @@ class RabbitCluster(ComposeCluster):
     data_mounts = {"rabbit": "/var/lib/rabbitmq"}
     fs_dirs = {"rabbit": "/var/lib/rabbitmq/mnesia"}  # RABBITMQ_MNESIA_BASE: queues, stores, metadata
     capabilities = CONTAINER_CAPABILITIES | {RESTART_APP}
-    roles = {r.name: r for r in (
-        Role("queue_master", "node of classic queue Q's master, or quorum queue / stream Q's leader", "queue"),
-        Role("quorum_leader", "the same (reads better for quorum queues and streams)", "queue"),
-        Role("queue_mirrors", "nodes of Q's mirrors (classic) / followers (quorum queue, stream)", "queue"),
-    )}
+    roles = queues.ROLES
 
     def __init__(self, project: str | None = None) -> None:
         super().__init__(project)
@@ -175,17 +145,7 @@ class RabbitCluster(ComposeCluster):
         (conf / "enabled_plugins").write_text(f"[{','.join(['rabbitmq_management', *config.plugins])}].\n")
 
     def versions(self) -> dict[str, Any]:
-        """What the nodes run: the cluster's versions (the first node's overview), and per
-        node its image and the versions its own management listener reports."""
-        ov = self.api("overview") or {}
-        nodes: dict[str, Any] = self.node_images()
-        for node, entry in nodes.items():
-            try:
-                own = self.api("overview", node=node, timeout=5) or {}
-            except ClusterError:
-                own = {}
-            entry.update(rabbitmq=own.get("rabbitmq_version"), erlang=own.get("erlang_version"))
-        return {"rabbitmq": ov.get("rabbitmq_version"), "erlang": ov.get("erlang_version"), "nodes": nodes}
+        return mgmt.versions(self)
 
     def describe(self) -> dict[str, Any]:
         parts: Any = self.partitions() if self.reports_partitions() else "not reported by this version"
@@ -240,16 +200,7 @@ class RabbitCluster(ComposeCluster):
         return out
 
     def healthy(self) -> bool:
-        sites = self.sites()
-        for node in NODES:
-            if not self.running(node):
-                return False
-            view = self.nodes_view(node)
-            if sorted(short_node(n["name"]) for n in view if n.get("running")) != next(s for s in sites if node in s):
-                return False
-            if any(n.get("partitions") for n in view):
-                return False
-        return True
+        return mgmt.healthy(self)
 
     def wipe(self, node: str, start: bool = True, forget: bool = True, forget_offline_on: str | None = None,
              **options: Any) -> None:
@@ -262,31 +213,15 @@ class RabbitCluster(ComposeCluster):
         if forget_offline_on:
             self.forget_offline(forget_offline_on, node)
         elif forget:
-            survivors = [n for n in NODES if n != node and self.running(n)]
-            if not survivors:
-                raise ClusterError(f"no running node to forget {node}")
-            # the survivor must have seen the node go down first: retry for a bounded while
-            wait_until(lambda: self.rabbitmqctl(survivors[0], "forget_cluster_node", erlang_node(node),
-                                                check=False, timeout=60)[0] == 0,
-                       60, f"{survivors[0]} to forget {node}", interval=2.0)
-            log(f"{survivors[0]} forgot {node}")
+            recovery.forget(self, node)
         if start:
             self.start(node)
 
     def seen_before(self, fault: str, node: str, params: dict) -> dict | None:
         # a master lost and forgotten offline: the mirrors RabbitMQ may promote, as they stood
         if fault == "wipe" and params.get("forget_offline_on"):
-            return {"recoverable_mirrors": self.recoverable_mirrors(node)}
+            return {"recoverable_mirrors": ctl.recoverable_mirrors(self, node)}
         return None
-
-    def recoverable_mirrors(self, node: str) -> dict[str, list[str]] | None:
-        """{queue: its recoverable mirrors' nodes} for the classic queues mastered on ``node``:
-        the list ``forget_cluster_node --offline`` promotes from (the queue is deleted when it is
-        empty). None when the node cannot say."""
-        expr = ("[{amqqueue:get_name(Q), amqqueue:get_recoverable_slaves(Q)} || Q <- rabbit_amqqueue:list(), "
-                "is_pid(amqqueue:get_pid(Q)), node(amqqueue:get_pid(Q)) =:= node()].")
-        code, out = self.rabbitmqctl(node, "eval", expr, check=False, timeout=30)
-        return parse_recoverable(out) if code == 0 else None
 
     def forget_offline(self, on: str, node: str, timeout: float = 180) -> None:
         """``rabbitmqctl forget_cluster_node --offline`` as the stopped node ``on`` (its name,
@@ -308,26 +243,16 @@ class RabbitCluster(ComposeCluster):
         if proc.returncode != 0:
             raise ClusterError(f"{on} could not forget {node} offline ({proc.returncode}): "
                                f"{(proc.stdout + proc.stderr)[-1500:]}")
-        log(f"{on} forgot {node} offline")
+        log.info("%s forgot %s offline", on, node)
 
-    # ---- management HTTP API (through 127.0.0.1 published ports) --------------------
+    # ---- management HTTP API (through 127.0.0.1 published ports): mgmt.py ------------
     def http(self, node: str, method: str, path: str, timeout: float = 10, **kw) -> requests.Response:
         url = f"http://127.0.0.1:{MGMT_PORTS[node]}/api/{path.lstrip('/')}"
         return requests.request(method, url, auth=self.auth, timeout=timeout, **kw)
 
     def api(self, path: str, node: str | None = None, timeout: float = 10, among: list[str] | None = None) -> Any:
         """GET a management API path through ``node`` or the first node (of ``among``) that answers."""
-        errors = []
-        for n in ([node] if node else among or NODES):
-            try:
-                resp = self.http(n, "GET", path, timeout=timeout)
-                if resp.status_code == 404:
-                    return None
-                resp.raise_for_status()
-                return resp.json()
-            except requests.RequestException as exc:
-                errors.append(f"{n}: {exc}")
-        raise ClusterError(f"management API {path} unanswered: {'; '.join(errors)}")
+        return mgmt.get(self, path, node, timeout, among)
 
     def app_serving(self, node: str) -> bool:
         try:
@@ -355,83 +280,27 @@ class RabbitCluster(ComposeCluster):
 
     def queue_mirrors(self, name: str, vhost: str = "/", node: str | None = None) -> dict[str, list[str]]:
         """Classic mirrored queue: {"master": node, "mirrors": [...], "synchronised": [...]}."""
-        q = self.queue(name, vhost, node) or {}
-        return {
-            "master": short_node(q.get("node")),
-            "mirrors": sorted(short_node(n) for n in q.get("slave_nodes") or []),
-            "synchronised": sorted(short_node(n) for n in q.get("synchronised_slave_nodes") or []),
-        }
-
-    def synchronised_now(self, name: str, node: str = "rabbit1") -> list[str]:
-        """The nodes of ``name``'s synchronised mirrors as the broker holds them now
-        (rabbitmqctl; the management API's copy can be seconds old, and a mirror restarted
-        a moment ago may still be listed there as synchronised)."""
-        name_bin = name.replace("\\", "\\\\").replace('"', '\\"')
-        expr = (f'case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"{name_bin}">>)) of '
-                '{ok, Q} -> [node(P) || P <- amqqueue:get_sync_slave_pids(Q)]; _ -> [] end.')
-        _, out = self.rabbitmqctl(node, "eval", expr, timeout=30)
-        return sorted(re.findall(r"@([\w.-]+)", out))
+        return queues.mirrors_of(self.queue(name, vhost, node) or {})
 
     def quorum_members(self, name: str, vhost: str = "/", node: str | None = None) -> dict[str, Any]:
         """Quorum queue or stream: {"leader": node, "members": [...], "online": [...]}."""
-        q = self.queue(name, vhost, node) or {}
-        return {
-            "leader": short_node(q.get("leader")),
-            "members": sorted(short_node(n) for n in q.get("members") or []),
-            "online": sorted(short_node(n) for n in q.get("online") or []),
-        }
+        return queues.members_of(self.queue(name, vhost, node) or {})
 
     def set_policy(self, name: str, pattern: str, definition: dict, apply_to: str = "queues",
                    priority: int = 0, vhost: str = "/", node: str | None = None) -> None:
-        body = {"pattern": pattern, "definition": definition, "apply-to": apply_to, "priority": priority}
-        path = f"policies/{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(name, safe='')}"
-        errors = []
-        for n in ([node] if node else NODES):
-            try:
-                resp = self.http(n, "PUT", path, json=body)
-                resp.raise_for_status()
-                return
-            except requests.RequestException as exc:
-                errors.append(f"{n}: {exc}")
-        raise ClusterError(f"set_policy {name} failed: {'; '.join(errors)}")
+        mgmt.put_policy(self, name, pattern, definition, apply_to, priority, vhost, node)
 
-    # ---- rabbitmqctl (via docker exec; works when the client path is cut) -----------
+    # ---- rabbitmqctl (via docker exec; works when the client path is cut): ctl.py ---
     def rabbitmqctl(self, node: str, *args: str, check: bool = True, timeout: float = 60) -> tuple[int, str]:
         return self.exec(node, ["rabbitmqctl", *args], check=check, timeout=timeout)
 
-    def cluster_status(self, node: str, timeout: float = 30) -> dict:
-        """``rabbitmqctl cluster_status`` on ``node``, as JSON (its own, local view)."""
-        _, out = self.rabbitmqctl(node, "-q", "cluster_status", "--formatter", "json", timeout=timeout)
-        start = out.find("{")
-        return json.loads(out[start:]) if start >= 0 else {}
-
     def partitions(self) -> dict[str, list[str]]:
-        """Each running node's own partition list: {node: [nodes it is partitioned from]}.
-
-        Asked with rabbitmqctl on each node (its local view, also when the client path is
-        cut). A node whose broker is not running (stopped, or paused by pause_minority) is
-        left out. Under pause_minority the majority records the partition only once the
-        paused node comes back, so an empty list during a cut is RabbitMQ's own view.
-        A version without the call (4.3) reports nothing: {} (``reports_partitions``)."""
-        res: dict[str, list[str]] = {}
-        if not self.reports_partitions():
-            return res
-        for node in NODES:
-            if not self.running(node):
-                continue
-            rc, out = self.exec(node, ["rabbitmqctl", "-q", "eval", "rabbit_node_monitor:partitions()."],
-                                check=False, timeout=30)
-            if rc != 0:
-                continue
-            res[node] = sorted(short_node(p) for p in _erl_atoms(out))
-        return res
+        """Each running node's own partition list: {node: [nodes it is partitioned from]}."""
+        return ctl.partitions(self)
 
     def app_running(self, node: str) -> bool:
         """Is the rabbit application running on the node (False when pause_minority paused it)?"""
-        if not self.running(node):
-            return False
-        rc, out = self.exec(node, ["rabbitmqctl", "-q", "eval", "rabbit:is_running()."], check=False, timeout=30)
-        return rc == 0 and out.strip().endswith("true")
+        return ctl.app_running(self, node)
 
     def paused_nodes(self) -> list[str]:
         """Nodes whose container runs but whose broker is not running (paused by
@@ -439,52 +308,26 @@ class RabbitCluster(ComposeCluster):
         return [n for n in NODES if self.paused(n) or (self.running(n) and not self.app_running(n))]
 
     def list_queues(self, node: str, *info: str, timeout: float = 60) -> list[dict]:
-        """``rabbitmqctl list_queues`` on ``node`` (asks the queue processes: not the stats DB).
-        Default columns: name, type, messages, pid (the master's / leader's node)."""
-        cols = list(info) or ["name", "type", "messages", "pid"]
-        _, out = self.rabbitmqctl(node, "-q", "list_queues", "--formatter", "json", *cols, timeout=timeout)
-        start = out.find("[")
-        rows = json.loads(out[start:]) if start >= 0 else []
-        for row in rows:
-            if isinstance(row.get("pid"), str) and "@" in row["pid"]:
-                row["node"] = short_node(row["pid"].split("<", 1)[-1].split(".", 1)[0]) \
-                    if row["pid"].startswith("<") else short_node(row["pid"])
-        return rows
+        """``rabbitmqctl list_queues`` on ``node`` (the queue processes' own answer)."""
+        return ctl.list_queues(self, node, *info, timeout=timeout)
 
     def queue_length(self, name: str, node: str | None = None) -> int | None:
-        """Messages in the queue, asked of the queue itself through ``node`` (a running node)."""
-        node = node or next(n for n in NODES if self.running(n))
-        for row in self.list_queues(node, "name", "messages"):
-            if row.get("name") == name:
-                return int(row["messages"])
-        return None
+        return ctl.queue_length(self, name, node)
+
+    def synchronised_now(self, name: str, node: str = "rabbit1") -> list[str]:
+        """The nodes of ``name``'s synchronised mirrors as the broker holds them now."""
+        return ctl.synchronised_now(self, name, node)
 
     def running_nodes_seen_by(self, node: str) -> list[str]:
-        return sorted(short_node(n) for n in self.cluster_status(node).get("running_nodes", []))
+        return sorted(short_node(n) for n in ctl.cluster_status(self, node).get("running_nodes", []))
 
     def wait_node_rejoined(self, node: str, timeout: float = 120) -> None:
         """Wait until ``node`` runs and all running nodes see it in the cluster."""
-        def ok() -> bool:
-            if not self.app_serving(node):
-                return False
-            return all(node in [short_node(x["name"]) for x in self.nodes_view(n) if x.get("running")]
-                       for n in NODES if self.running(n))
-        self._wait_healthy_or_explain(ok, timeout, f"{node} rejoined")
+        self._wait_healthy_or_explain(lambda: mgmt.rejoined(self, node), timeout, f"{node} rejoined")
 
     # ---- roles -------------------------------------------------------------------------
     def role(self, name: str, arg: str | None) -> list[str]:
-        if name not in self.roles:
-            raise RoleError(f"a rabbitmq cluster has no role {name!r} (roles: {', '.join(self.roles)})")
-        if not arg:
-            raise RoleError(f"{name} needs a queue ({name}:QUEUE)")
-        if name == "queue_mirrors":
-            q = self.queue(arg) or {}
-            if q.get("type") in REPLICATED:
-                leader = short_node(q.get("leader"))
-                return [n for n in (short_node(m) for m in q.get("members") or []) if n != leader]
-            return self.queue_mirrors(arg)["mirrors"]
-        master = self.queue_master(arg)
-        return [master] if master else []
+        return queues.resolve_role(self, name, arg)
 
     # ---- recovery ----------------------------------------------------------------------
     def restart_app(self, node: str) -> None:
@@ -503,38 +346,7 @@ class RabbitCluster(ComposeCluster):
         return self.config.partition_handling
 
     def wait_whole(self, timeout: float, steady: Steady, record: Recorder, stale_after: float | None = None) -> None:
-        """Wait for "no partitions, every node running". If a partition entry outlives the
-        network cut, run the documented recovery (``stop_app``/``start_app`` on the node
-        holding it, the most-partitioned first) and record it as a finding."""
-        t0 = time.monotonic()
-        handling = self.partition_handling()
-        # under `ignore` RabbitMQ never heals itself; other modes get time to do their job
-        patience = stale_after if stale_after is not None else (20.0 if handling == "ignore" else 90.0)
-        whole = "RabbitMQ: no partitions, all nodes running"
-        try:
-            wait_until(steady(self.healthy), min(patience, timeout), whole, 1.0)
-            return
-        except TimeoutError:
-            pass
-        for _ in range(len(NODES)):
-            parts = self.partitions()
-            holders = sorted((n for n, p in parts.items() if p), key=lambda n: (-len(parts[n]), n))
-            if not holders:
-                break
-            node = holders[0]
-            log(f"partition entries {parts} {time.monotonic() - t0:.0f}s after the heal; recovering {node}")
-            record({"finding": "stale_partition", "node": node, "partitions": parts,
-                    "partition_handling": handling, "waited_s": round(time.monotonic() - t0, 1),
-                    "expected": handling == "ignore",
-                    "recovery": f"rabbitmqctl stop_app && rabbitmqctl start_app on {node}"},
-                   lambda n=node: self.restart_app(n))
-            try:
-                wait_until(steady(self.healthy), 60, "RabbitMQ whole after stop_app/start_app", 1.0)
-                return
-            except TimeoutError:
-                continue
-        left = max(10.0, timeout - (time.monotonic() - t0))
-        wait_until(steady(self.healthy), left, whole, 1.0)
+        recovery.wait_whole(self, timeout, steady, record, stale_after)
 
     def stuck_nodes(self) -> list[str]:
         return [n for n in NODES if not self.running(n) or not self.app_serving(n)]
@@ -544,66 +356,12 @@ class RabbitCluster(ComposeCluster):
         from a pause_minority pause can hit BOOT FAILED and then waits forever with its
         broker stopped (3.10.8, Q1), which no amount of waiting ends."""
         out = super().exited()
-        for node in NODES:
-            if node in out or not self.running(node) or self.app_serving(node):
-                continue
-            # since the container's last start: a node restarted since has not failed yet
-            why = boot_failed(self.logs(node, tail=400, since=self.state(node).get("StartedAt")), time.time())
-            if why:
-                out[node] = f"still running, its broker not: {why}"
+        out.update(recovery.boot_failures(self, [n for n in NODES if n not in out]))
         return out
 
     def wait_rejoined(self, node: str, timeout: float) -> None:
         self.wait_node_rejoined(node, timeout=timeout)
 
 
-BOOT_STARTED, BOOT_DONE, BOOT_FAILED = "Starting RabbitMQ", "Server startup complete", "BOOT FAILED"
-# A boot that has logged nothing for this long is hung (3.10.8, R9: a node resuming after a
-# pause_minority pause started booting, logged Erlang's global "Faking nodedown/nodeup"
-# workaround and then nothing for 3 minutes); a boot's steps log every few seconds.
-BOOT_SILENCE_S = 60.0
-
-
-def boot_failed(log: str, now: float | None = None, silence: float = BOOT_SILENCE_S) -> str | None:
-    """Why the node's broker will not come up by itself: its last boot ended in BOOT FAILED,
-    or (given ``now``, a Unix time) it started and has logged nothing for ``silence``
-    seconds; None otherwise. ``log``: its lines, each after docker's timestamp or not."""
-    stamps, lines = [], []
-    for line in log.splitlines():
-        head, _, rest = line.partition(" ")
-        dated = head[:4].isdigit() and head.endswith("Z")
-        stamps.append(_docker_time(head) if dated else None)
-        lines.append(rest if dated else line)
-    last = None
-    for i, line in enumerate(lines):
-        for marker in (BOOT_STARTED, BOOT_DONE, BOOT_FAILED):
-            if marker in line:
-                last = (marker, i)
-    if not last or last[0] == BOOT_DONE:
-        return None
-    if last[0] == BOOT_FAILED:
-        after = [ln.strip() for ln in lines[last[1] + 1:] if ln.strip() and not set(ln.strip()) <= {"="}]
-        return (BOOT_FAILED + ": " + " ".join(after[:12]))[:600]
-    latest = max((t for t in stamps if t is not None), default=None)
-    if now is not None and latest is not None and now - latest >= silence:
-        tail = [ln.strip() for ln in lines[last[1]:] if ln.strip()][-3:]
-        return (f"boot hung: started, then nothing logged for {now - latest:.0f}s; last: "
-                + " | ".join(tail))[:600]
-    return None
-
-
-def _docker_time(stamp: str) -> float | None:
-    """A docker log timestamp (RFC 3339, nanoseconds, UTC) as a Unix time."""
-    try:
-        return datetime.strptime(stamp[:26].rstrip("Z"), "%Y-%m-%dT%H:%M:%S.%f").replace(
-            tzinfo=timezone.utc).timestamp()
-    except ValueError:
-        return None
-
-
-def _erl_atoms(text: str) -> list[str]:
-    """Atoms like 'rabbit@rabbit2' out of an Erlang term printed by rabbitmqctl eval."""
-    return re.findall(r"'?(rabbit@[A-Za-z0-9_.-]+)'?", text)
-
-
-__all__ = ["NODES", "REPLICATED", "RabbitCluster", "RabbitConfig", "boot_failed"]
+__all__ = ["NODES", "REPLICATED", "RabbitCluster", "RabbitConfig", "boot_failed", "erlang_node", "master_of",
+           "parse_recoverable", "short_node"]

@@ -33,7 +33,7 @@ class RabbitProbes(Probes):
         if self.sc.probes.throughput:
             self._throughput()
         if self.sc.probes.links:
-            self._read_links = self.run.count_links()
+            self._read_links = self.ctx.count_links()
         if self.sc.probes.sync:
             self._sync()
 
@@ -106,7 +106,7 @@ class RabbitProbes(Probes):
     # -- Q5 ------------------------------------------------------------------------------
     def _links(self) -> None:
         received = self._read_links()
-        delivered = sum(c.stats.delivered for c in self.run.consumers)  # in the same window
+        delivered = sum(c.stats.delivered for c in self.ctx.consumers())  # in the same window
         q = self.cluster.api(f"queues/%2F/{self.sc.queue.name}") or {}
         consumers = [c for c in self.cluster.api("consumers") or []
                      if (c.get("queue") or {}).get("name") == self.sc.queue.name]
@@ -144,13 +144,13 @@ class RabbitProbes(Probes):
     # -- R13 -----------------------------------------------------------------------------
     def _throughput(self) -> None:
         t = self.sc.probes.throughput
-        out = Path(self.run.dir) / "probes" / "throughput"
+        out = Path(self.ctx.dir) / "probes" / "throughput"
         out.mkdir(parents=True, exist_ok=True)
         runs: dict[str, dict[str, list[float]]] = {m: {k: [] for k in t.policies} for m in t.methods}
         for rep in range(t.repeat):  # interleaved: a drift of the machine spreads over every cell
             for method in t.methods:
                 for name, policy in t.policies.items():
-                    if self.run.stop_all.is_set():
+                    if self.ctx.stop.is_set():
                         return
                     runs[method][name].append(self._one_rate(t, method, name, policy, out / f"{method}-{name}-{rep}"))
         self.measurements.update(throughput_measures(runs, t.base(), t.methods[0]))
@@ -185,13 +185,13 @@ class RabbitProbes(Probes):
     def _confirmed_rate(self, t, name: str, queue: str, eps, stem: Path) -> float:
         stop = threading.Event()
         pubs = [RabbitPublisher(f"{name}{i}", eps[:1], queue, JsonlWriter(Path(f"{stem}-{i}.jsonl")),
-                                self.run.clock, stop, rate=None, max_messages=5_000_000,
+                                self.ctx.clock, stop, rate=None, max_messages=5_000_000,
                                 window=t.window, size=t.message_size)
                 for i in range(t.publishers)]
         t0 = time.monotonic()
         for w in pubs:
             w.start()
-        self.run.stop_all.wait(t.seconds)  # a timed measurement window, not a wait for a condition
+        self.ctx.stop.wait(t.seconds)  # a timed measurement window, not a wait for a condition
         ok = sum(w.stats.ok for w in pubs)
         elapsed = time.monotonic() - t0
         stop.set()
@@ -202,7 +202,7 @@ class RabbitProbes(Probes):
     # -- R6 ------------------------------------------------------------------------------
     def _sync(self) -> None:
         p = self.sc.probes.sync
-        out = Path(self.run.dir) / "probes" / "sync"
+        out = Path(self.ctx.dir) / "probes" / "sync"
         out.mkdir(parents=True, exist_ok=True)
         runs: dict = {"fill_s": {}, "window_s": {}, **{mode: {} for mode in SYNC_MODES}}
         for size in p.sizes:
@@ -210,7 +210,7 @@ class RabbitProbes(Probes):
             self._sync_queue(queue, "automatic")
             runs["fill_s"][str(size)] = self._fill(queue, size, out / f"{size}-fill")
             for rep in range(p.repeat):
-                if self.run.stop_all.is_set():
+                if self.ctx.stop.is_set():
                     return
                 auto = self._blocked(queue, None, out / f"{size}-{rep}-automatic")
                 self._sync_queue(queue, "manual")
@@ -235,7 +235,7 @@ class RabbitProbes(Probes):
         p = self.sc.probes.sync
         t0 = time.monotonic()
         w = RabbitPublisher("fill", endpoints(self.cluster)[:1], queue, JsonlWriter(stem.with_suffix(".jsonl")),
-                            self.run.clock, self.run.stop_all, rate=None, max_messages=size, window=500,
+                            self.ctx.clock, self.ctx.stop, rate=None, max_messages=size, window=500,
                             confirm_timeout=30, size=p.message_size)
         w.start()
         w.join(p.sync_timeout * 3)  # bounded: a fill that stalls ends the probe, not the machine
@@ -253,24 +253,24 @@ class RabbitProbes(Probes):
         p = self.sc.probes.sync
         eps = endpoints(self.cluster)[:1]
         stop = threading.Event()
-        pub = RabbitPublisher("p", eps, queue, JsonlWriter(Path(f"{stem}-produce.jsonl")), self.run.clock, stop,
+        pub = RabbitPublisher("p", eps, queue, JsonlWriter(Path(f"{stem}-produce.jsonl")), self.ctx.clock, stop,
                               rate=p.rate, max_messages=int(p.rate * (p.sync_timeout + 300)), window=50,
                               confirm_timeout=p.sync_timeout, size=p.message_size)
-        con = RabbitConsumer("c", eps, queue, JsonlWriter(Path(f"{stem}-consume.jsonl")), self.run.clock, stop,
+        con = RabbitConsumer("c", eps, queue, JsonlWriter(Path(f"{stem}-consume.jsonl")), self.ctx.clock, stop,
                              prefetch=10, delay=1 / p.rate, cancel_on_failover=True)
         for w in (pub, con):
             w.start()
         try:
             wait_until(lambda: pub.stats.ok > 10 and con.stats.delivered > 10, 60, f"{queue}: load flowing")
-            start = self.run.clock.now()
+            start = self.ctx.clock.now()
             self.cluster.restart_app(p.node)
             if window is None:
                 wait_until(lambda: p.node in self.cluster.synchronised_now(queue), p.sync_timeout,
                            f"{queue}: {p.node} synchronised", interval=0.2)
-                end = self.run.clock.now()
+                end = self.ctx.clock.now()
             else:
                 end = start + window
-                self.run.stop_all.wait(max(0.0, end - self.run.clock.now()))  # a timed window, as long as the other
+                self.ctx.stop.wait(max(0.0, end - self.ctx.clock.now()))  # a timed window, as long as the other
         finally:
             stop.set()
             for w in (pub, con):

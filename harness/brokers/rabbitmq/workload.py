@@ -8,6 +8,7 @@ import time
 import pika
 
 from harness.brokers.rabbitmq.clients import Endpoint, RabbitConsumer, RabbitPublisher, params
+from harness.context import Drained, RunContext
 from harness.util import wait_until
 
 
@@ -86,45 +87,45 @@ def _mirrors(policy: dict) -> int:
     return 2
 
 
-def producers(run) -> list:
-    sc, w = run.sc, run.sc.workload
+def producers(ctx: RunContext) -> list:
+    sc, w = ctx.sc, ctx.sc.workload
     out = []
     for i in range(w.producers):
         name = f"p{i}"
         out.append(RabbitPublisher(
-            name, producer_endpoints(run.cluster, sc), sc.queue.name, run.writer("produce", name), run.clock,
-            run.stop_all, rate=w.rate, max_messages=w.max_messages, window=w.window,
+            name, producer_endpoints(ctx.cluster, sc), sc.queue.name, ctx.writer("produce", name), ctx.clock,
+            ctx.stop, rate=w.rate, max_messages=w.max_messages, window=w.window,
             confirm_timeout=w.confirm_timeout, size=w.message_size, first=i, persistent=w.persistent,
             poison_every=w.poison.every if w.poison else None))
     return out
 
 
-def consumer_endpoints(run) -> list[Endpoint]:
+def consumer_endpoints(ctx: RunContext) -> list[Endpoint]:
     """All nodes (with a link, the downstream cluster's), the ones `workload.consumer_nodes`
     names first (Q5: a follower's node; Q5b: a node outside the quorum queue's members)."""
-    eps = [e for e in endpoints(run.cluster) if not run.sc.link or e.node in run.sc.link.downstream]
-    want = run.sc.workload.consumer_nodes
+    eps = [e for e in endpoints(ctx.cluster) if not ctx.sc.link or e.node in ctx.sc.link.downstream]
+    want = ctx.sc.workload.consumer_nodes
     if not want:
         return eps
     if want in ("followers", "leader"):
-        leader = run.cluster.queue_master(run.sc.queue.name)
+        leader = ctx.cluster.queue_master(ctx.sc.queue.name)
         first = [e for e in eps if (e.node == leader) == (want == "leader")]
     elif want == "outside":  # a node that holds no replica of the quorum queue (Q5b)
-        members = run.cluster.quorum_members(run.sc.queue.name)["members"]
+        members = ctx.cluster.quorum_members(ctx.sc.queue.name)["members"]
         first = [e for e in eps if e.node not in members]
     else:
         first = [e for e in eps if e.node == want]
     return first + [e for e in eps if e not in first]
 
 
-def consumers(run, names: list[str] | None = None, delay: float | None = None) -> list:
+def consumers(ctx: RunContext, names: list[str] | None = None, delay: float | None = None) -> list:
     """Consumers run throughout the load, failing over across all nodes."""
-    sc, w = run.sc, run.sc.workload
-    eps = consumer_endpoints(run)
+    sc, w = ctx.sc, ctx.sc.workload
+    eps = consumer_endpoints(ctx)
     pinned = bool(w.consumer_nodes)
     names = names if names is not None else [f"c{i}" for i in range(w.consumers)]
-    return [RabbitConsumer(name, eps, sc.queue.name, run.writer("consume", name),
-                           run.clock, run.stop_all, prefetch=w.prefetch, auto_ack=w.auto_ack,
+    return [RabbitConsumer(name, eps, sc.queue.name, ctx.writer("consume", name),
+                           ctx.clock, ctx.stop, prefetch=w.prefetch, auto_ack=w.auto_ack,
                            cancel_on_failover=w.cancel_on_failover and sc.queue.type == "mirrored",
                            first=0 if pinned else i + 1,
                            delay=w.consumer_delay if delay is None else delay,
@@ -134,26 +135,26 @@ def consumers(run, names: list[str] | None = None, delay: float | None = None) -
             for i, name in enumerate(names)]
 
 
-def dead_letter_reader(run) -> RabbitConsumer:
+def dead_letter_reader(ctx: RunContext) -> RabbitConsumer:
     """A consumer of the dead-letter queue, started: each delivery is recorded as dead-lettered
     (the checker counts it as delivered, by dead-lettering)."""
-    dl = run.sc.queue.dead_letter
-    c = RabbitConsumer("dlq0", consumer_endpoints(run), dl.queue, run.writer("consume", "dlq0"), run.clock,
-                       run.stop_all, cancel_on_failover=False,
+    dl = ctx.sc.queue.dead_letter
+    c = RabbitConsumer("dlq0", consumer_endpoints(ctx), dl.queue, ctx.writer("consume", "dlq0"), ctx.clock,
+                       ctx.stop, cancel_on_failover=False,
                        marks={"dead_lettered": True})
     c.start()
     return c
 
 
-def prefill(run) -> dict:
+def prefill(ctx: RunContext) -> dict:
     """Publish `workload.prefill` messages as fast as confirms allow, before the load (R6:
     the queue is large when the faults come). Bounded by count and by drain_timeout."""
-    sc, n = run.sc, run.sc.workload.prefill
+    sc, n = ctx.sc, ctx.sc.workload.prefill
     if not n:
         return {}
     t0 = time.monotonic()
-    w = RabbitPublisher("fill", producer_endpoints(run.cluster, sc), sc.queue.name, run.writer("produce", "fill"),
-                        run.clock, run.stop_all, rate=None, max_messages=n, window=500,
+    w = RabbitPublisher("fill", producer_endpoints(ctx.cluster, sc), sc.queue.name, ctx.writer("produce", "fill"),
+                        ctx.clock, ctx.stop, rate=None, max_messages=n, window=500,
                         confirm_timeout=sc.workload.confirm_timeout, size=sc.workload.message_size)
     w.start()
     w.join(sc.timing.drain_timeout * 3)
@@ -163,11 +164,11 @@ def prefill(run) -> dict:
             "rate": round(w.stats.ok / max(time.monotonic() - t0, 1e-6), 1)}
 
 
-def _drainers(run) -> list:
+def _drainers(ctx: RunContext) -> list:
     """Two fresh consumers (a stream: one, from its first message), started, that read what
     is left at full speed."""
-    names = ["drain0"] if run.sc.queue.type == "stream" else ["drain0", "drain1"]
-    fresh = consumers(run, names=names, delay=0)
+    names = ["drain0"] if ctx.sc.queue.type == "stream" else ["drain0", "drain1"]
+    fresh = consumers(ctx, names=names, delay=0)
     for c in fresh:
         c.start()
     return fresh
@@ -180,40 +181,39 @@ STUCK_AFTER = 15.0  # seconds without a delivery, messages left: the consumers a
 STREAM_STATS_LAG = 11.0
 
 
-def drain(run) -> dict:
+def drain(ctx: RunContext, consumers: list) -> Drained:
     """Consume until the queue/topic is empty and idle; report whether it was."""
-    sc, t = run.sc, run.sc.timing
+    sc, t = ctx.sc, ctx.sc.timing
     t0 = time.monotonic()
     # Scenarios whose story needs the queue to fill (R2-R5: no consumers during the faults)
     # are drained by fresh consumers; slow consumers (R6) stop dawdling.
-    if not run.consumers:
-        run.consumers = _drainers(run)
+    readers = list(consumers) or _drainers(ctx)
     if sc.queue.dead_letter:
-        run.consumers.append(dead_letter_reader(run))
-    for c in run.consumers:
+        readers.append(dead_letter_reader(ctx))
+    for c in readers:
         c.delay = 0
     stream = sc.queue.type == "stream"
 
     gone = []
 
     def empty_and_idle() -> bool:
-        idle = all(run.clock.now() - c.last_delivery >= t.drain_idle for c in run.consumers)
+        idle = all(ctx.clock.now() - c.last_delivery >= t.drain_idle for c in readers)
         if not idle or (stream and time.monotonic() - t0 < STREAM_STATS_LAG):
             return False
-        if messages_left(run) == 0:
+        if messages_left(ctx, readers) == 0:
             return True
         # R4: the queue itself was lost; there is nothing left to drain, and that is the finding
-        if queue_gone(run.cluster, sc.queue.name):
+        if queue_gone(ctx.cluster, sc.queue.name):
             gone.append(True)
             return True
-        stuck = all(run.clock.now() - c.last_delivery >= STUCK_AFTER for c in run.consumers)
+        stuck = all(ctx.clock.now() - c.last_delivery >= STUCK_AFTER for c in readers)
         # a stream's consumer fails over by itself, from its own offset: a fresh one would
         # read the stream again from its start
-        if stuck and not stream and not any(c.name.startswith("drain") for c in run.consumers):
+        if stuck and not stream and not any(c.name.startswith("drain") for c in readers):
             # messages left and every consumer idle for longer than the management API's
             # statistics can lag (5 s): the load's consumers are stuck (seed 001: no
             # x-cancel-on-ha-failover), which the run measures; fresh ones read the rest
-            run.consumers += _drainers(run)
+            readers.extend(_drainers(ctx))
         return False
 
     try:
@@ -222,20 +222,20 @@ def drain(run) -> dict:
     except TimeoutError as e:
         complete, err = False, str(e)
     try:
-        left = messages_left(run)
+        left = messages_left(ctx, readers)
     except Exception:  # noqa: BLE001 - the queue may be gone (R4): that is the finding
         left = None
-    return {"complete": complete, "seconds": round(time.monotonic() - t0, 1), "error": err,
-            "queue_messages_left": left, "queue_gone": bool(gone)}
+    return Drained({"complete": complete, "seconds": round(time.monotonic() - t0, 1), "error": err,
+                    "queue_messages_left": left, "queue_gone": bool(gone)}, readers)
 
 
-def messages_left(run) -> int | None:
+def messages_left(ctx: RunContext, readers: list) -> int | None:
     """What the drain has still to read (None: unknown): the queue's messages; a stream's,
     past its consumers' offsets; with dead-lettering, also those waiting to be dead-lettered
     (at-least-once) and those in the dead-letter queue."""
-    q, cluster = run.sc.queue, run.cluster
+    q, cluster = ctx.sc.queue, ctx.cluster
     if q.type == "stream":
-        return stream_left(cluster, q.name, run.consumers)
+        return stream_left(cluster, q.name, readers)
     counts = [queue_depth(cluster, q.name)]
     if q.dead_letter:
         counts += [dead_letter_pending(cluster, q.name), queue_depth(cluster, q.dead_letter.queue)]

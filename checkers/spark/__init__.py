@@ -7,7 +7,7 @@ Start-up and the first job of a fresh JVM are most of a small check's time
   in a 2-core machine the compiler threads compete with the tasks, and most
   of the code a check runs is not hot enough to repay a C2 compilation;
 - a class-data-sharing archive of the classes Spark loads, when one was
-  built for this Java and this pyspark (`python -m checkers.cds
+  built for this Java and this pyspark (`python -m checkers.spark.cds
   --build-cds`, about a minute, once): it halves the start-up. Without it
   (or when the JVM finds it stale) everything works as before, only slower.
 """
@@ -32,7 +32,7 @@ RECORDS_PER_PARTITION = 1_000_000
 JVM_OPTIONS = ("-XX:+UseParallelGC -XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
                "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000")
 QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
-# Bumped when checkers.cds._exercise loads other classes (3: the bucketed copy's catalogue
+# Bumped when checkers.spark.cds._exercise loads other classes (3: the bucketed copy's catalogue
 # tables; 4: invoke records, per-producer unavailability, read gaps).
 EXERCISE = 4
 
@@ -107,9 +107,10 @@ def session(master: str | None = None, app: str = "mqchaos", *,
          # create it in the working directory.
          .config("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "mqchaos-spark-warehouse"))
          # Jobs of two threads (a batch's check and a copy, harness.checking) share the
-         # cores by pool: a check first (checkers/fairscheduler.xml); one thread's jobs
+         # cores by pool: a check first (checkers/spark/fairscheduler.xml); one thread's jobs
          # run as before.
          .config("spark.scheduler.mode", "FAIR")
+         # (the file stays beside the checkers' modules, one directory up from this package)
          .config("spark.scheduler.allocation.file", str(Path(__file__).with_name("fairscheduler.xml")))
          .config("spark.driver.memory",
                  driver_memory or os.environ.get("MQCHAOS_DRIVER_MEMORY", "4g"))

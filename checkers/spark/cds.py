@@ -1,6 +1,6 @@
 """The JVM class-data-sharing archive Spark starts from (about a minute to build, once per
 Java / pyspark / options; it halves Spark's start-up). ``make venv`` runs
-``python -m checkers.cds --ensure-cds``.
+``python -m checkers.spark.cds --ensure-cds``.
 
 The archive is made by a child process that checks a small synthetic history (JSONL and
 Parquet) on a JVM that writes the classes it loaded when it exits.
@@ -30,7 +30,7 @@ def build_cds(archive: Path | None = None, timeout: float = 900) -> Path:
     env = dict(os.environ, MQCHAOS_CDS="off",
                MQCHAOS_JAVA_OPTIONS=f"-XX:ArchiveClassesAtExit={tmp} -Xlog:cds=off -Xlog:cds+dynamic=off")
     try:
-        out = subprocess.run([sys.executable, "-m", "checkers.cds", "--exercise"], env=env,
+        out = subprocess.run([sys.executable, "-m", "checkers.spark.cds", "--exercise"], env=env,
                              timeout=timeout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if out.returncode:
             raise RuntimeError(f"the exercise failed (exit {out.returncode}): {out.stderr[-1500:]}")
@@ -97,5 +97,5 @@ if __name__ == "__main__":
     elif sys.argv[1:] == ["--cds-archive"]:
         print(cds_archive())
     else:
-        print("usage: python -m checkers.cds --build-cds | --ensure-cds | --cds-archive", file=sys.stderr)
+        print("usage: python -m checkers.spark.cds --build-cds | --ensure-cds | --cds-archive", file=sys.stderr)
         sys.exit(2)

@@ -1,6 +1,6 @@
 """Runs under any URI Spark reads (hdfs://, s3a://, gs://, abfs://, file://...).
 
-Local paths are found and opened by Python (checkers.analyze.find_runs,
+Local paths are found and opened by Python (checkers.trend.find_runs,
 checkers.history.open_runs). A URI is listed by Spark itself, through the
 same Hadoop file system layer that then reads the histories, so whatever
 Spark can read (with its connector on the class path) can be analyzed:
@@ -79,7 +79,7 @@ def find(spark, uri: str) -> tuple[list[Listed], list[tuple[str, str]]]:
         if split is None:
             continue
         d, below = split
-        if "latest" in _segments(d)[depth:]:
+        if store.LATEST in _segments(d)[depth:]:
             continue  # the harness's `latest` link to a run listed under its own name
         runs.setdefault(d, Listed(d)).files[below] = (int(f.length), f.modificationTime.timestamp())
     # The shallowest: a directory below a run is part of that run.

@@ -7,8 +7,8 @@ started from the pyspark install, bound to 127.0.0.1 only.
 Or around any command, which gets the master URL in MQCHAOS_SPARK_MASTER (and
 in place of `{master}` in its arguments):
 
-    .venv/bin/python -m checkers.standalone -- .venv/bin/spark-submit --master {master} \\
-        --conf spark.driver.host=127.0.0.1 checkers/analyze.py results --out results/analysis/sa
+    .venv/bin/python -m checkers.spark.standalone -- .venv/bin/spark-submit --master {master} \\
+        --conf spark.driver.host=127.0.0.1 harness/trend_report.py results --out results/analysis/sa
 
 The pip package of pyspark ships `bin/spark-class` but not `sbin/start-master.sh`,
 so the daemons are started with `spark-class org.apache.spark.deploy.master.Master`
@@ -186,7 +186,7 @@ class Standalone:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m checkers.standalone",
+        prog="python -m checkers.spark.standalone",
         description="Start a Spark master + worker on 127.0.0.1, run COMMAND with "
                     "MQCHAOS_SPARK_MASTER set to its URL (and {master} in COMMAND replaced by it), "
                     "stop them. Without COMMAND: run until Ctrl-C.")
