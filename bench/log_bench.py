@@ -58,17 +58,37 @@ def _positions(n: int):
     return i, prod, seq, txn, aborted, part, t_inv, t_commit, offset
 
 
+def prod_of(n: int) -> np.ndarray:
+    return np.arange(n) % P
+
+
 def _committed_spots(rng, txn, aborted, seq, k: int) -> list[np.ndarray]:
     """Seven disjoint sets of k committed transactions, far apart (no two planted reads
     neighbours in a partition), each as the index of its first message."""
-    firsts = np.nonzero((seq % SIZE == 0) & ~aborted)[0]
-    firsts = firsts[(len(firsts) // 10):(len(firsts) * 9 // 10):7]  # interior, spaced
+    # one producer's transactions (every 8th first message): two picked ones never
+    # neighbour in a partition, the other seven producers' messages lie between
+    firsts = np.nonzero((seq % SIZE == 0) & ~aborted & (prod_of(seq.size) == 0))[0]
+    firsts = firsts[(len(firsts) // 10):(len(firsts) * 9 // 10)]  # interior
     pick = rng.choice(firsts, 7 * k, replace=False)  # torn, lost, ghost, back, dup, sends, early
     return [pick[j * k:(j + 1) * k] for j in range(7)]
 
 
+def _produce_table(n, prod, seq, txn, ok, names, t_inv, t_complete, t_commit, offset) -> pa.Table:
+    """The transactional producers' completions: committed ones at their positions, aborted
+    ones marked, every message with its transaction and when its commit was asked for."""
+    return pa.table({
+        "msg_id": _ids(prod, seq), "producer": _prefixed("p", prod), "seq": pa.array(seq, pa.int64()),
+        "outcome": pa.array(np.where(ok, "ok", "fail").astype(object), pa.string()),
+        "t_invoke": t_inv, "t_complete": t_complete, "node": pa.nulls(n, pa.string()),
+        "error": pa.array(np.where(ok, None, "aborted on purpose"), pa.string()),
+        "source": pa.array(np.where(ok, names, None), pa.string()),
+        "offset": pa.array(np.where(ok, offset, 0), pa.int64(), mask=~ok),
+        "txn": pa.array(np.char.add("x", txn.astype(str)).astype(object), pa.string()),
+        "t_commit": t_commit, "aborted": pa.array(np.where(ok, None, True), pa.bool_())})
+
+
 def generate(n: int, k: int, seed: int = 7) -> Path:
-    run = DATA / f"logs-{n}-{k}"
+    run = DATA / f"logs-v2-{n}-{k}"  # v2: the plants' spacing of issue 36's review
     plain = run / "history" / "plain"
     if (plain / "_done").exists():
         return run
@@ -84,15 +104,7 @@ def generate(n: int, k: int, seed: int = 7) -> Path:
     t_commit[early] = 1e6  # uncommitted reads: the commit asked for long after the read
     ok = ~aborted
     names = np.char.add("t:", part.astype(str)).astype(object)
-    produce = pa.table({
-        "msg_id": _ids(prod, seq), "producer": _prefixed("p", prod), "seq": pa.array(seq, pa.int64()),
-        "outcome": pa.array(np.where(ok, "ok", "fail").astype(object), pa.string()),
-        "t_invoke": t_inv, "t_complete": t_complete, "node": pa.nulls(n, pa.string()),
-        "error": pa.array(np.where(ok, None, "aborted on purpose"), pa.string()),
-        "source": pa.array(np.where(ok, names, None), pa.string()),
-        "offset": pa.array(np.where(ok, offset, 0), pa.int64(), mask=~ok),
-        "txn": pa.array(np.char.add("x", txn.astype(str)).astype(object), pa.string()),
-        "t_commit": t_commit, "aborted": pa.array(np.where(ok, None, True), pa.bool_())})
+    produce = _produce_table(n, prod, seq, txn, ok, names, t_inv, t_complete, t_commit, offset)
     # c0 reads every committed message at its position, partition by partition in offset
     # order, each after its own commit (times strictly increasing along a partition)
     r = np.nonzero(ok)[0]

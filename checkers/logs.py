@@ -92,10 +92,11 @@ def messages_query(pos: DataFrame) -> Query:
     per_msg = sql(
         f"SELECT run, msg_id, min(CASE WHEN {POSITIONED} THEN xxhash64(source, `offset`) END) AS pmin, "
         f"max(CASE WHEN {POSITIONED} THEN xxhash64(source, `offset`) END) AS pmax, "
-        f"sum(w) AS dlv, max(CASE WHEN w = 0 THEN `offset` END) AS woff, "
-        f"max(CASE WHEN w = 0 THEN source END) AS wsrc, sum(1 - w) AS writes, "
+        f"sum(w) AS dlv, max(CASE WHEN w = 0 THEN struct(`offset`, source) END) AS wpos, sum(1 - w) AS writes, "
         f"sum(CASE WHEN w = 1 AND {POSITIONED} THEN 1 ELSE 0 END) AS reads "
         f"FROM {{pos}} GROUP BY run, msg_id", pos=pos)
+    # a message's write position: its highest offset's, source and offset from the same write
+    per_msg = sql("SELECT *, wpos.`offset` AS woff, wpos.source AS wsrc FROM {m}", m=per_msg)
     bounds = sql(f"SELECT run, source, min(`offset`) AS rmin, max(`offset`) AS rmax FROM {{pos}} "
                  f"WHERE w = 1 AND {POSITIONED} GROUP BY run, source", pos=pos)
     unread = "(woff IS NOT NULL AND dlv = 0)"

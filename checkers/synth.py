@@ -203,9 +203,10 @@ def _plant_reads(rng, consume, ends, plant) -> None:
             consume.append(dict(c, t=round(c["t"] + 1e-5, 6), redelivered=True,
                                 **({} if assigned else {"assigned": False})))
     last = max(c["t"] for c in consume)
-    for i, c in enumerate(take("duplicate_offsets")):  # appended again at the partition's end, read there
-        off = ends["t:0"] + i
-        consume.append(dict(c, t=round(last + 1 + i, 6), offset=off, redelivered=False))
+    # appended again at the end of another partition (t:0's end is the postfix plants'), read there
+    end = "t:1" if "t:1" in ends else "t:0"
+    for i, c in enumerate(take("duplicate_offsets")):
+        consume.append(dict(c, t=round(last + 1 + i, 6), source=end, offset=ends[end] + i, redelivered=False))
     consume[:] = [c for c in consume if c["msg_id"] not in drop]
 
 

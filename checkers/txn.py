@@ -69,5 +69,6 @@ def transactions_query(m: DataFrame) -> Query:
 
 def combine(part: dict | None, run_ids) -> dict[int, dict]:
     """Each run's transaction figures: None where the run wrote no transaction."""
-    empty = {**{k: None for k in FIGURES}, "txn_samples": {k: [] for k in SAMPLED}}
-    return {rid: (part or {}).get(rid, empty) for rid in run_ids}
+    def empty() -> dict:
+        return {**{k: None for k in FIGURES}, "txn_samples": {k: [] for k in SAMPLED}}
+    return {rid: (part or {}).get(rid) or empty() for rid in run_ids}

@@ -178,7 +178,7 @@ def log_figures(produce, consume) -> dict:
     for r in writes + reads:
         at[(r["source"], r["offset"])].add(r["msg_id"])
         where[r["msg_id"]].add((r["source"], r["offset"]))
-    delivered = {r["msg_id"] for r in consume}
+    delivered = {r["msg_id"] for r in reads}  # a log's reads: "never read" is never read at a position
     span: dict[str, list] = {}
     for r in reads:
         lo, hi = span.get(r["source"], (r["offset"], r["offset"]))

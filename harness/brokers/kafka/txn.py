@@ -59,13 +59,18 @@ class KafkaTxnProducer(Worker):
             p = self._one(p, txn, ids, abort=bool(self.abort_every) and self.transactions % self.abort_every == 0)
 
     def _start(self) -> Producer | None:
-        p = Producer(self.conf)
-        try:
-            p.init_transactions(self.op_timeout)
-        except KafkaException as e:
-            self.stats.add("info", f"init_transactions: {e}")
-            return None
-        return p
+        """A producer with its transactional id initialised (fencing any earlier one and
+        finishing its open transaction); asked again each second while the coordinator
+        moves or cannot be reached, until the run stops (then None)."""
+        while not self.stopping():
+            p = Producer(self.conf)
+            try:
+                p.init_transactions(self.op_timeout)
+                return p
+            except KafkaException as e:
+                self.stats.last_error = f"init_transactions: {e}"
+                self.stop_me.wait(1.0)
+        return None
 
     def _one(self, p: Producer, txn: str, ids: list[tuple[str, int]], abort: bool) -> Producer | None:
         """One transaction: its messages sent, then committed or aborted; the producer to go
