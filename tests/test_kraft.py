@@ -334,11 +334,17 @@ def test_the_zookeeper_rows_are_not_applicable_on_kraft_and_their_counterparts_r
     # followers is cut from the controller majority too) say so; every other loads as it is
     combined = {p.name.split("-")[0] for p in files if load(p).metadata_why}
     assert combined == {"K5a", "K5b", "K5i", "K8a", "K8b", "K8c"}
+    # a ZooKeeper claim with no KRaft counterpart (K7r: seed 002's old leader cut from ZooKeeper)
+    zk_only = {p.name.split("-")[0] for p in files if p not in zk_rows and load(p).metadata == "zookeeper"
+               and not load(p).metadata_why}
+    assert zk_only == {"K7r"}
     for p in files:
         if p not in zk_rows + kraft_rows:
             why = load(p, "4.1").not_applicable()
             if p.name.split("-")[0] in combined:
                 assert "controller majority" in why and load(p).not_applicable() is None, p.name
+            elif p.name.split("-")[0] in zk_only:
+                assert "about ZooKeeper" in why and load(p).not_applicable() is None, p.name
             else:
                 assert why is None, p.name
 
@@ -354,3 +360,23 @@ def test_a_metadata_reason_needs_its_mode_and_is_the_reason_given():
     assert parse(dict(base, metadata="zookeeper"), version="4.1", env={}).not_applicable().startswith(
         "the claim is about ZooKeeper")
     assert parse(dict(base, metadata="zookeeper", metadata_why="x"), version="3.9", env={}).not_applicable() is None
+
+
+def test_the_transaction_coordinator_is_found_as_kafka_finds_it():
+    """txn_coordinator: the leader of __transaction_state's partition Utils.abs(hashCode) % 50
+    (Kafka's TransactionStateManager.partitionFor), Java's String.hashCode reproduced."""
+    from harness.brokers.kafka import roles
+
+    assert roles.java_hash("hello") == 99162322 and roles.java_hash("") == 0
+    assert roles.java_hash("polygenelubricants") == -2 ** 31  # Integer.MIN_VALUE: abs is 0
+    assert roles.coordinator_partition("polygenelubricants") == 0
+    assert roles.coordinator_partition("hello") == 99162322 % 50
+    assert roles.transactional_id("p0") == "mqchaos-p0"
+
+    class Cluster:
+        def partitions(self, topic):
+            assert topic == "__transaction_state"
+            return [{"leader": f"kafka{i % 3 + 1}"} for i in range(50)]
+    Cluster.roles = roles.ROLES
+    expected = f"kafka{roles.coordinator_partition('mqchaos-p0') % 3 + 1}"
+    assert roles.resolve_role(Cluster(), "txn_coordinator", None) == [expected]

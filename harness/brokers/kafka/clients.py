@@ -164,7 +164,8 @@ class KafkaReader(Worker):
         would read nothing, and its drain would never end)."""
         def named() -> list[int] | None:
             t = c.list_topics(self.topic, timeout=10).topics.get(self.topic)
-            return sorted(t.partitions) if t is not None and t.error is None and t.partitions else None
+            return sorted(t.partitions) if t is not None and getattr(t, "error", None) is None and t.partitions \
+                else None
         return wait_until(named, self.timeout_s, f"the partitions of {self.topic}", 1.0)
 
     def _take(self, msg, pos: dict[int, int]) -> None:

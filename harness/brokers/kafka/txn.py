@@ -18,6 +18,7 @@ import threading
 
 from confluent_kafka import KafkaException, Producer
 
+from harness.brokers.kafka.roles import transactional_id
 from harness.clients import payload
 from harness.clients.base import RateLimiter, Worker
 from harness.history import JsonlWriter, RunClock, invoke_record, produce_record
@@ -35,7 +36,7 @@ class KafkaTxnProducer(Worker):
         self.txn_size, self.abort_every = txn_size, abort_every
         self.op_timeout = max(delivery_timeout_ms, transaction_timeout_ms) / 1000 + 5
         self.conf = {
-            "bootstrap.servers": bootstrap, "client.id": name, "transactional.id": f"mqchaos-{name}",
+            "bootstrap.servers": bootstrap, "client.id": name, "transactional.id": transactional_id(name),
             "enable.idempotence": True, "acks": "all", "transaction.timeout.ms": transaction_timeout_ms,
             "delivery.timeout.ms": delivery_timeout_ms, "request.timeout.ms": request_timeout_ms,
             "linger.ms": 1, "topic.metadata.refresh.interval.ms": 1000, "reconnect.backoff.max.ms": 1000,
