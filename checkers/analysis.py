@@ -169,7 +169,7 @@ def run_queries(queries: list[Query | None]) -> list:
 
 # -- per message -----------------------------------------------------------------------------
 
-def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
+def _per_message(produce: DataFrame, consume: DataFrame | None, txn: bool = False) -> DataFrame:
     """(run, msg_id) -> the message's attempts and deliveries, from one
     shuffle of every record."""
     # One narrow row per record through the shuffle. r: 0 malformed line,
@@ -180,14 +180,15 @@ def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
             f"ELSE {_rank('outcome')} END AS r, "
             f"CASE WHEN NOT {_BAD} AND outcome = 'ok' THEN t_complete END AS tc, "
             f"CASE WHEN NOT {_BAD} THEN xxhash64(producer) END AS ph, "
-            f"CASE WHEN {_BAD} THEN 0 ELSE {PRODUCE_FLAGS} END AS fl, "
-            f"CASE WHEN NOT {_BAD} THEN {TXN_HASH} END AS th, CASE WHEN NOT {_BAD} THEN t_commit END AS tcm, "
-            f"CAST(NULL AS DOUBLE) AS td FROM {{produce}}")
+            f"CASE WHEN {_BAD} THEN 0 ELSE {PRODUCE_FLAGS} END AS fl"
+            + (f", CASE WHEN NOT {_BAD} THEN {TXN_HASH} END AS th, CASE WHEN NOT {_BAD} THEN t_commit END AS tcm, "
+               "CAST(NULL AS DOUBLE) AS td" if txn else "") + " FROM {produce}")
     if consume is not None:
         rows += (f" UNION ALL SELECT run, msg_id, CASE WHEN {_BAD} THEN 0 WHEN {REJECTED} THEN 7 "
                  f"WHEN {HAS_WRITER} THEN 4 ELSE 5 END, CAST(NULL AS DOUBLE), CAST(NULL AS BIGINT), "
-                 f"CASE WHEN {_BAD} THEN 0 ELSE {CONSUME_FLAGS} END, CAST(NULL AS BIGINT), CAST(NULL AS DOUBLE), "
-                 f"CASE WHEN NOT {_BAD} AND NOT {REJECTED} THEN t END FROM {{consume}}")
+                 f"CASE WHEN {_BAD} THEN 0 ELSE {CONSUME_FLAGS} END"
+                 + (f", CAST(NULL AS BIGINT), CAST(NULL AS DOUBLE), CASE WHEN NOT {_BAD} AND NOT {REJECTED} THEN t END"
+                    if txn else "") + " FROM {consume}")
     attempt = "r BETWEEN 1 AND 3"
     # Message ids are (nearly) all distinct: an aggregation before the shuffle
     # would only cost. Shuffled first, the aggregation runs once, after it
@@ -195,13 +196,13 @@ def _per_message(produce: DataFrame, consume: DataFrame | None) -> DataFrame:
     text = (f"SELECT run, msg_id, sum({_int(attempt)}) AS attempts, sum({_int('r = 6')}) AS inv, "
             f"max(CASE WHEN {attempt} THEN r END) AS best, sum({_int('r IN (4, 5)')}) AS dlv, "
             f"sum({_int('r = 0')}) AS bad, min(ph) AS pmin, max(ph) AS pmax, max(tc) AS ok_t, "
-            f"sum({_int('r = 5')}) AS nw, sum({_int('r = 7')}) AS rej, bit_or(fl) AS fl, "
-            f"max(th) AS th, max(tcm) AS tcm, min(td) AS td "
+            f"sum({_int('r = 5')}) AS nw, sum({_int('r = 7')}) AS rej, bit_or(fl) AS fl"
+            + (", max(th) AS th, max(tcm) AS tcm, min(td) AS td" if txn else "") + " "
             f"FROM (SELECT /*+ REPARTITION(run, msg_id) */ * FROM ({rows})) GROUP BY run, msg_id")
     return sql(text, produce=produce, consume=consume) if consume is not None else sql(text, produce=produce)
 
 
-def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | None) -> DataFrame:
+def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | None, txn: bool = False) -> DataFrame:
     """The same for one run whose Parquet copy is bucketed by msg_id (only
     good records): each side aggregated, then joined, bucket by bucket."""
     ok = F.col("outcome") == "ok"
@@ -211,15 +212,15 @@ def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | Non
         F.max(F.expr(_rank("outcome"))).alias("best"),
         F.min(F.xxhash64("producer")).alias("pmin"), F.max(F.xxhash64("producer")).alias("pmax"),
         F.max(F.when(ok, F.col("t_complete"))).alias("ok_t"), F.bit_or(F.expr(PRODUCE_FLAGS)).alias("pfl"),
-        F.max(F.expr(TXN_HASH)).alias("th"), F.max("t_commit").alias("tcm"))
+        *([F.max(F.expr(TXN_HASH)).alias("th"), F.max("t_commit").alias("tcm")] if txn else []))
     if consume is None:
         m = m.select("*", *[F.lit(0).cast("long").alias(k) for k in ("dlv", "nw", "rej")],
-                     F.lit(0).alias("cfl"), F.lit(None).cast("double").alias("td"))
+                     F.lit(0).alias("cfl"), *([F.lit(None).cast("double").alias("td")] if txn else []))
     else:
         rej = F.expr(REJECTED)
         d = consume.groupBy("msg_id").agg(_count_if(~rej).alias("dlv"), _count_if(~rej & ~F.expr(HAS_WRITER)).alias("nw"),
                                           _count_if(rej).alias("rej"), F.bit_or(F.expr(CONSUME_FLAGS)).alias("cfl"),
-                                          F.min(F.when(~rej, F.col("t"))).alias("td"))
+                                          *([F.min(F.when(~rej, F.col("t"))).alias("td")] if txn else []))
         m = m.join(d, "msg_id", "full_outer")
     zero = (lambda c: F.coalesce(c, F.lit(0)).cast("long"))
     return m.select(F.lit(rid).alias("run"), "msg_id",
@@ -227,24 +228,26 @@ def _per_message_bucketed(rid: int, produce: DataFrame, consume: DataFrame | Non
                     zero("dlv").alias("dlv"), F.lit(0).cast("long").alias("bad"),
                     "pmin", "pmax", "ok_t", zero("nw").alias("nw"), zero("rej").alias("rej"),
                     F.coalesce("pfl", F.lit(0)).bitwiseOR(F.coalesce("cfl", F.lit(0))).alias("fl"),
-                    "th", "tcm", "td")
+                    *(["th", "tcm", "td"] if txn else []))
 
 
 def per_message(produce: DataFrame | None, consume: DataFrame | None,
-                bucketed: dict[int, tuple] | None = None) -> DataFrame:
-    """One row per (run, msg_id): the input of identity_query and loss_query.
+                bucketed: dict[int, tuple] | None = None, txn: bool = False) -> DataFrame:
+    """One row per (run, msg_id): the input of identity_query and loss_query; with ``txn``
+    also each message's transaction (``th``, a hash), commit time (``tcm``) and first
+    delivery (``td``), the input of checkers.txn.
 
     `bucketed`: {run id: (produce, consume)} of runs whose copies are
     bucketed by msg_id (checkers.history.bucketed): those are matched bucket
     by bucket, the others by one shuffle of all their records."""
     bucketed = bucketed or {}
-    parts = [_per_message_bucketed(rid, p, c) for rid, (p, c) in bucketed.items()]
+    parts = [_per_message_bucketed(rid, p, c, txn) for rid, (p, c) in bucketed.items()]
     if produce is not None:  # None: every run is in `bucketed`
         if bucketed:
             rest = f"NOT {_ids(bucketed)}"
             produce = produce.where(rest)
             consume = consume.where(rest) if consume is not None else None
-        parts.append(_per_message(produce, consume))
+        parts.append(_per_message(produce, consume, txn))
     m = parts[0]
     for part in parts[1:]:
         m = m.unionByName(part)

@@ -48,10 +48,24 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
             df.unpersist()
 
 
-def _queries(m, produce, consume, rules: dict, large: bool, threshold: float) -> tuple:
+def present(produce, consume) -> tuple[bool, bool]:
+    """Whether any record has a position in a log (the log checks' input: checkers.logs) and
+    whether any was sent in a transaction (checkers.txn), in one small job: a queue's history
+    has neither, and its check skips both (their figures are then the zeros and unknowns the
+    queries would give on nothing; the per-message rows carry no transaction columns)."""
+    text = f"SELECT max(CASE WHEN {L.POSITIONED} THEN 1 ELSE 0 END) AS pos, " \
+           "max(CASE WHEN txn IS NOT NULL THEN 1 ELSE 0 END) AS txn FROM {produce}"
+    if consume is not None:
+        text += f" UNION ALL SELECT max(CASE WHEN {L.POSITIONED} THEN 1 ELSE 0 END), 0 FROM {{consume}}"
+    rows = A.sql(text, produce=produce, consume=consume).collect() if consume is not None else \
+        A.sql(text, produce=produce).collect()
+    return any(r.pos for r in rows), any(r.txn for r in rows)
+
+
+def _queries(m, produce, consume, rules: dict, large: bool, threshold: float, logs: bool, txn: bool) -> tuple:
     # One Spark job: identity, the producer-hash check, unavailability and ordering
     # (on the deliveries that carry their writer), whose stages share the cores.
-    log_queries = L.queries(produce, consume) or []
+    log_queries = (L.queries(produce, consume) if logs else None) or []
     ident, collide, unav, reads, order, txns, *log_parts = A.run_queries([
         A.identity_query(None, None, m=m),
         A.collisions_query(produce),
@@ -59,7 +73,7 @@ def _queries(m, produce, consume, rules: dict, large: bool, threshold: float) ->
         # a sort of the consume log per reader: not on millions of records (docs/history.md)
         A.read_gaps_query(consume, threshold) if consume is not None and not large else None,
         A.ordering_query(produce, consume, rules, {}, exact=not large) if consume is not None else None,
-        X.transactions_query(m),
+        X.transactions_query(m) if txn else None,
         *log_queries])
     # Then, for runs with loss, a small job over the per-message rows.
     lossy = {rid: d["lost_window"][1] for rid, d in ident.items() if d.get("lost") and d.get("lost_window")}
@@ -69,14 +83,15 @@ def _queries(m, produce, consume, rules: dict, large: bool, threshold: float) ->
 
 def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce, consume,
            threshold: float) -> dict[str, CheckResult]:
+    logs, txn = present(produce, consume)
     with bucketed(spark, ids if large else {}) as tables:
         rest = len(tables) < len(ids)
-        m = A.per_message(produce if rest else None, consume if rest else None, tables)
+        m = A.per_message(produce if rest else None, consume if rest else None, tables, txn=txn)
         if not large:  # kept for the loss's detail, if there is loss
             m = m.cache()
         try:
             ident, collide, (unav, unav_p), reads, order, detail, log_parts, txns = _queries(
-                m, produce, consume, rules, large, threshold)
+                m, produce, consume, rules, large, threshold, logs, txn)
         finally:
             if not large:
                 m.unpersist()
