@@ -65,6 +65,7 @@ bench-cluster: images
 bench: venv
 	$(PY) -m bench.checker_bench $(BENCH_ARGS)
 	$(PY) -m bench.log_bench $(LOG_BENCH_ARGS)
+	$(PY) -m bench.cycle_bench $(CYCLE_BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

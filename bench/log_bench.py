@@ -14,7 +14,6 @@ seconds, found vs planted) is written under docs/batches/, the table from it.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from datetime import datetime, timezone
@@ -24,10 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench import recorded
 from bench.checker_bench import DATA, _ids, _prefixed, lay_out
 
-REPO = Path(__file__).resolve().parent.parent
-DOC_BATCHES = REPO / "docs" / "batches"
 P, SIZE, PARTS, ABORT = 8, 5, 4, 4  # producers, messages per transaction, partitions, every 4th aborted
 COLUMNS = ("lost", "unexpected", "duplicated", "inconsistent_offsets", "duplicate_offsets", "lost_writes", "unseen",
            "poll_skips", "nonmonotonic_polls", "nonmonotonic_sends", "aborted_reads", "uncommitted_reads",
@@ -150,19 +148,7 @@ def generate(n: int, k: int, seed: int = 7) -> Path:
 
 
 def check(run: Path, spark, with_logs: bool) -> tuple[float, dict]:
-    from checkers import check as C
-    from checkers.history import open_runs
-
-    saved = C.present
-    if not with_logs:  # today's identity, ordering and unavailability alone
-        C.present = lambda produce, consume: (False, False)
-    try:
-        runs, _ = open_runs([str(run)])
-        t0 = time.monotonic()
-        res = C.check_runs(spark, runs)[runs[0].dir]
-        return round(time.monotonic() - t0, 1), res
-    finally:
-        C.present = saved
+    return recorded.timed_check(run, spark, "nocycles" if with_logs else "identity")  # cycles: cycle_bench
 
 
 def measure(sizes: list[int], k: int) -> dict:
@@ -201,29 +187,7 @@ def table(record: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.log_bench")
-    ap.add_argument("--sizes", default="1e6,1e7")
-    ap.add_argument("--plant", type=int, default=50)
-    ap.add_argument("--record", type=Path, help="write the table from this committed record instead of measuring")
-    ap.add_argument("--into", type=Path)
-    ap.add_argument("--name")
-    args = ap.parse_args(argv)
-    if args.record is None:
-        record = measure([int(float(s)) for s in args.sizes.split(",")], args.plant)
-        stamp = record["at"].replace(":", "-").replace("+00-00", "Z")
-        args.record = DOC_BATCHES / f"bench-logs-{stamp}.json"
-        args.record.write_text(json.dumps(record, indent=1) + "\n")
-        print(f"record: {args.record}")
-        ok = all(r["exact"] for r in record["rows"])
-    else:
-        record, ok = json.loads(args.record.read_text()), True
-    if args.into:
-        from harness.rows import splice
-
-        source = args.record.resolve().relative_to(REPO) if args.record.is_absolute() else args.record
-        by = f"python -m bench.log_bench --record {source}"
-        args.into.write_text(splice(args.into.read_text(), args.name, table(record), str(source), by=by))
-    return 0 if ok else 1
+    return recorded.main("python -m bench.log_bench", "bench-logs", measure, table, argv)
 
 
 if __name__ == "__main__":

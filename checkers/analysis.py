@@ -71,7 +71,9 @@ LARGE_INPUT = 2_000_000
 POISON, DEAD_LETTERED, GAVE_UP, ABORTED = 1, 2, 4, 8
 LOG_ANOMALIES = ("inconsistent_offsets", "poll_skips", "nonmonotonic_polls",
                  # and what no committed-read isolation allows (checkers.txn)
-                 "aborted_reads", "uncommitted_reads", "torn_transactions")
+                 "aborted_reads", "uncommitted_reads", "torn_transactions",
+                 # circular information flow between committed transactions (checkers.cycles)
+                 "cycles_g1c_wr")
 ANOMALY_KINDS = ("lost", "duplicated", "unexpected", "recovered", "recovered_fail", "id_conflicts")
 
 
@@ -121,6 +123,11 @@ def _first(value: str, order: str, k: int = SAMPLES) -> str:
         return f"min_by({value}, {order}, {k})"
     return (f"transform(slice(array_sort(collect_list(CASE WHEN ({order}) IS NOT NULL THEN "
             f"struct({order} AS o, {value} AS v) END)), 1, {k}), x -> x.v)")
+
+
+def _sample(cond: str, value: str, order: str) -> str:
+    """Aggregate: ``value`` of the first SAMPLES rows meeting ``cond``, by ``order``."""
+    return _first(f"CASE WHEN {cond} THEN {value} END", f"CASE WHEN {cond} THEN {order} END")
 
 
 def _int(cond: str) -> str:

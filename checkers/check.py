@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 from checkers import analysis as A
 from checkers import logs as L
+from checkers import cycles as Y
 from checkers import txn as X
 from checkers.history import HistoryError, Run, bucketed, convert, load, open_runs, records_estimate, run_ids
 from checkers.spark import fit_partitions, session
@@ -38,11 +39,12 @@ def check_runs(spark, runs: list[Run], *, ordering: str | None = None,
     large = records >= A.LARGE_INPUT
     produce = load(spark, runs, "produce")
     consume = load(spark, runs, "consume")
+    replica = load(spark, runs, "replica")  # None: no run has its replicas' logs
     # read and parsed once, not once per query (a fifth of a 100k check); cache() marks the
     # DataFrame itself
     cached = [] if large else [df.cache() for df in (produce, consume) if df is not None]
     try:
-        return _check(spark, runs, ids, rules, large, produce, consume, threshold)
+        return _check(spark, runs, ids, rules, large, produce, consume, threshold, replica)
     finally:
         for df in cached:
             df.unpersist()
@@ -62,11 +64,13 @@ def present(produce, consume) -> tuple[bool, bool]:
     return any(r.pos for r in rows), any(r.txn for r in rows)
 
 
-def _queries(m, produce, consume, rules: dict, large: bool, threshold: float, logs: bool, txn: bool) -> tuple:
+def _queries(m, produce, consume, rules: dict, large: bool, threshold: float, logs: bool, txn: bool,
+             replica=None) -> tuple:
     # One Spark job: identity, the producer-hash check, unavailability and ordering
     # (on the deliveries that carry their writer), whose stages share the cores.
-    log_queries = (L.queries(produce, consume) if logs else None) or []
-    ident, collide, unav, reads, order, txns, *log_parts = A.run_queries([
+    log_queries = (L.queries(produce, consume, replica) if logs else None) or []
+    cycle_queries = Y.queries(produce, consume) if txn else []
+    ident, collide, unav, reads, order, txns, *parts = A.run_queries([
         A.identity_query(None, None, m=m),
         A.collisions_query(produce),
         A.unavailable_query(produce, threshold),
@@ -74,15 +78,16 @@ def _queries(m, produce, consume, rules: dict, large: bool, threshold: float, lo
         A.read_gaps_query(consume, threshold) if consume is not None and not large else None,
         A.ordering_query(produce, consume, rules, {}, exact=not large) if consume is not None else None,
         X.transactions_query(m) if txn else None,
-        *log_queries])
+        *cycle_queries, *log_queries])
+    cycle_parts, log_parts = parts[:len(cycle_queries)], parts[len(cycle_queries):]
     # Then, for runs with loss, a small job over the per-message rows.
     lossy = {rid: d["lost_window"][1] for rid, d in ident.items() if d.get("lost") and d.get("lost_window")}
     detail = (A.loss_detail(m, produce, lossy, sum(ident[r]["lost"] for r in lossy)) if lossy else {})
-    return ident, collide, unav, reads, order, detail, log_parts, txns
+    return ident, collide, unav, reads, order, detail, log_parts, (txns, cycle_parts)
 
 
 def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce, consume,
-           threshold: float) -> dict[str, CheckResult]:
+           threshold: float, replica=None) -> dict[str, CheckResult]:
     logs, txn = present(produce, consume)
     with bucketed(spark, ids if large else {}) as tables:
         rest = len(tables) < len(ids)
@@ -91,7 +96,7 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
             m = m.cache()
         try:
             ident, collide, (unav, unav_p), reads, order, detail, log_parts, txns = _queries(
-                m, produce, consume, rules, large, threshold, logs, txn)
+                m, produce, consume, rules, large, threshold, logs, txn, replica)
         finally:
             if not large:
                 m.unpersist()
@@ -120,7 +125,10 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
         raise HistoryError("Spark read history files it cannot attribute to a run directory "
                            f"(unusual characters in a path?): {len(unknown)} run ids")
     logs = L.combine(log_parts, ids)
+    txns, cycle_parts = txns
     for rid, figures in X.combine(txns, ids).items():
+        logs[rid].update(figures)
+    for rid, figures in Y.combine(cycle_parts, set(txns or {}), ids).items():
         logs[rid].update(figures)
     return {run.dir: _result(ident.get(rid), run, rules[rid], order.get(rid), unav.get(rid, []), unav_p.get(rid, {}),
                              reads.get(rid, {}) if computed else None, detail.get(rid), threshold, logs[rid])

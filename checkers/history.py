@@ -38,9 +38,11 @@ class Run:
     parquet_malformed: dict | None = None           # set when the Parquet copy is read
     records: int | None = None                      # an estimate, when the lister knows the sizes
     buckets: int | None = None                      # the Parquet copy is bucketed by msg_id in this many
+    # each replica's log read from its files (history/replica-*.jsonl): always JSONL, small
+    replica: list[str] = field(default_factory=list)
 
     def files(self, kind: str) -> list[str]:
-        return self.produce if kind == "produce" else self.consume
+        return {"produce": self.produce, "consume": self.consume, "replica": self.replica}[kind]
 
     def use_parquet(self, meta: dict, base: str) -> None:
         """Read the Parquet copy (its _meta.json is `meta`) instead of the JSONL."""
@@ -77,7 +79,7 @@ def open_runs(paths: list[str], prefer_parquet: bool = True) -> tuple[list[Run],
             errors.append((str(d), err))
             continue
         meta = meta or {}
-        run = Run(str(d), produce, consume, meta)
+        run = Run(str(d), produce, consume, meta, replica=store.history_files(d, "replica"))
         pq = _parquet_fresh(d, produce + consume) if prefer_parquet else None
         if pq is not None:
             run.use_parquet(pq, str(d))
@@ -139,8 +141,9 @@ def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
     each part is named by its files before the union. Produce records also
     carry `_pos` (their place in the JSONL) when the copy kept it, else null."""
     schema, required = S.KINDS[kind]
-    json_files = [f for r in runs if r.parquet_malformed is None for f in r.files(kind)]
-    pq_files = [f for r in runs if r.parquet_malformed is not None for f in r.files(kind)]
+    copied = (lambda r: r.parquet_malformed is not None and kind in S.COPY)  # the replica logs have no copy
+    json_files = [f for r in runs if not copied(r) for f in r.files(kind)]
+    pq_files = [f for r in runs if copied(r) for f in r.files(kind)]
     parts = []
     if json_files:
         df = (spark.read.schema(S.with_corrupt(schema))

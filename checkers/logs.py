@@ -18,17 +18,25 @@ positions; here they are Spark SQL over the same histories, in the same job as i
                         where the never-read acknowledged writes sit: below the lowest
                         offset read from their source, between, above the highest
   poll_skips            a reader's next read on a source jumps over a position some
-                        write or read is known to hold
+                        write or read is known to hold, for readers that assign their
+                        partitions; ``poll_skips_subscribe``: the same for subscribed readers
+                        (a rebalance gave the skipped part to another member: no anomaly)
   nonmonotonic_polls    a reader's next read on a source is at or below its previous one,
                         for readers that assign their partitions (the harness's readers);
                         ``nonmonotonic_polls_subscribe``: the same for subscribed readers,
                         where a rebalance allows it (not an anomaly)
   nonmonotonic_sends    a producer's later write (by seq) to a source acknowledged at a
-                        lower offset than its earlier one (reordered retries)
+                        lower offset than its earlier one (reordered retries; a processor's
+                        outputs, written in the order their inputs were read, left out)
 
-What is not here, and why: lost-on-node (each replica's reads checked alone) needs a reader
-bound to one replica; the harness's readers fail over across nodes, so a node's reads stop
-where a failover began, which such a check would take for loss.
+  lost_on_node          per replica (history/replica-<node>.jsonl: each node's log read from
+                        its segment files after the drain), acknowledged writes at or below
+                        the highest offset that node holds in their partition, which it does
+                        not hold at their position: each replica checked alone, as Jepsen's
+                        NATS analysis did to show split-brain; ``replica_records`` counts what
+                        the files held. None without replica logs (the readers fail over
+                        across nodes: a node's own log is read from its files, not through
+                        a consumer)
 
 Where the history has no write positions (RabbitMQ confirms carry none), ``lost_writes``,
 ``unseen`` and the split are None: unknown, never zero. A message's identity in a position
@@ -40,7 +48,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from checkers.analysis import REJECTED, SAMPLES, Query, _first, _int, sql
+from checkers.analysis import REJECTED, SAMPLES, Query, _int, _sample, sql
 
 _BAD = "`_bad`"
 # an acknowledged write whose position the broker gave (history version 3)
@@ -51,17 +59,13 @@ POSITIONED = "source IS NOT NULL AND `offset` IS NOT NULL"
 ASSIGNED = "coalesce(assigned, true)"  # the harness's readers assign; a reader says if it subscribed
 
 FIGURES = ("write_offsets", "read_offsets", "inconsistent_offsets", "duplicate_offsets", "lost_writes", "unseen",
-           "lost_prefix", "lost_middle", "lost_postfix", "poll_skips", "nonmonotonic_polls",
-           "nonmonotonic_polls_subscribe", "nonmonotonic_sends")
+           "lost_prefix", "lost_middle", "lost_postfix", "poll_skips", "poll_skips_subscribe", "nonmonotonic_polls",
+           "nonmonotonic_polls_subscribe", "nonmonotonic_sends", "replica_records", "lost_on_node")
 # figures unknown (None) when the run's history holds no write positions
 NEED_WRITES = ("lost_writes", "unseen", "lost_prefix", "lost_middle", "lost_postfix")
 SAMPLED = ("inconsistent_offsets", "duplicate_offsets", "lost_writes", "unseen", "poll_skips",
-           "nonmonotonic_polls", "nonmonotonic_sends")
-
-
-def _sample(cond: str, value: str, order: str) -> str:
-    """Aggregate: ``value`` of the first SAMPLES rows meeting ``cond``, by ``order``."""
-    return _first(f"CASE WHEN {cond} THEN {value} END", f"CASE WHEN {cond} THEN {order} END")
+           "nonmonotonic_polls", "nonmonotonic_sends", "lost_on_node")
+NEED_REPLICAS = ("replica_records", "lost_on_node")  # None for a run without replica logs
 
 
 def _positions(produce: DataFrame, consume: DataFrame) -> DataFrame:
@@ -138,17 +142,21 @@ def polls_query(pos: DataFrame, consume: DataFrame, per_offset: DataFrame) -> Qu
     label = "concat(consumer, ' ', source, ' ', CAST(prev AS STRING), '->', CAST(`offset` AS STRING))"
     back, skip = "prev IS NOT NULL AND `offset` <= prev", "pk IS NOT NULL AND k - pk > 1"
     text = (f"SELECT run, sum({_int(f'{back} AND assigned')}) AS nm, sum({_int(f'{back} AND NOT assigned')}) AS nms, "
-            f"sum({_int(skip)}) AS sk, {_sample(f'{back} AND assigned', label, 't')} AS nm_ids, "
-            f"{_sample(skip, label, 't')} AS sk_ids FROM {{s}} GROUP BY run")
+            f"sum({_int(f'{skip} AND assigned')}) AS sk, sum({_int(f'{skip} AND NOT assigned')}) AS sks, "
+            f"{_sample(f'{back} AND assigned', label, 't')} AS nm_ids, "
+            f"{_sample(f'{skip} AND assigned', label, 't')} AS sk_ids FROM {{s}} GROUP BY run")
     return sql(text, s=steps), lambda rows: {
         r.run: {"nonmonotonic_polls": r.nm, "nonmonotonic_polls_subscribe": r.nms, "poll_skips": r.sk,
+                "poll_skips_subscribe": r.sks,
                 "samples": {"nonmonotonic_polls": list(r.nm_ids or []), "poll_skips": list(r.sk_ids or [])}} for r in rows}
 
 
 def sends_query(produce: DataFrame) -> Query:
-    """Each producer's acknowledged writes to one source by seq: a later one at a lower offset."""
+    """Each producer's acknowledged writes to one source by seq: a later one at a lower offset.
+    A processor's outputs are left out: their producer names an identity (the input's
+    producer), not a client sending in seq order."""
     steps = sql(f"SELECT run, producer, source, seq, `offset`, lag(`offset`) OVER (PARTITION BY run, producer, "
-                f"source ORDER BY seq) AS prev FROM {{p}} WHERE {WRITE}", p=produce)
+                f"source ORDER BY seq) AS prev FROM {{p}} WHERE {WRITE} AND from_msg IS NULL", p=produce)
     bad = "prev IS NOT NULL AND `offset` < prev"
     label = ("concat(producer, ' ', source, ' seq ', CAST(seq AS STRING), ': ', CAST(prev AS STRING), '->', "
              "CAST(`offset` AS STRING))")
@@ -158,7 +166,32 @@ def sends_query(produce: DataFrame) -> Query:
         r.run: {"nonmonotonic_sends": r.n, "samples": {"nonmonotonic_sends": list(r.ids or [])}} for r in rows}
 
 
-def queries(produce: DataFrame, consume: DataFrame | None) -> list[Query] | None:
+def replicas_query(produce: DataFrame, replica: DataFrame) -> Query:
+    """Each node's log against the acknowledged writes its log end has passed."""
+    rep = sql("SELECT run, node, source, `offset`, msg_id FROM {r} WHERE NOT `_bad`", r=replica)
+    ends = sql("SELECT run, node, source, max(`offset`) AS hi, count(*) AS n FROM {r} GROUP BY run, node, source", r=rep)
+    writes = sql(f"SELECT run, source, `offset`, msg_id FROM {{p}} WHERE {WRITE}", p=produce)
+    missing = sql("SELECT w.run, e.node, w.source, w.`offset`, w.msg_id FROM {w} w JOIN {e} e "
+                  "ON w.run = e.run AND w.source = e.source AND w.`offset` <= e.hi "
+                  "LEFT ANTI JOIN {r} r ON r.run = w.run AND r.node = e.node AND r.source = w.source "
+                  "AND r.`offset` = w.`offset` AND r.msg_id = w.msg_id", w=writes, e=ends, r=rep)
+    label = "concat(node, ' ', msg_id, ' at ', source, ' @', CAST(`offset` AS STRING))"
+    text = (f"SELECT run, sum(n) AS rn, CAST(0 AS BIGINT) AS lon, CAST(NULL AS ARRAY<STRING>) AS lon_ids FROM {{e}} "
+            f"GROUP BY run UNION ALL SELECT run, 0, count(*), {_sample('true', label, 'struct(node, source, `offset`)')} "
+            f"FROM {{x}} GROUP BY run")
+
+    def decode(rows):
+        out: dict[int, dict] = {}
+        for r in rows:
+            d = out.setdefault(r.run, {"replica_records": 0, "lost_on_node": 0, "samples": {"lost_on_node": []}})
+            d["replica_records"] += r.rn
+            d["lost_on_node"] += r.lon
+            d["samples"]["lost_on_node"] += list(r.lon_ids or [])
+        return out
+    return sql(text, e=ends, x=missing), decode
+
+
+def queries(produce: DataFrame, consume: DataFrame | None, replica: DataFrame | None = None) -> list[Query] | None:
     """The log checks' queries (to run in checkers.analysis.run_queries' one job), None
     without a consume log."""
     if consume is None:
@@ -166,7 +199,7 @@ def queries(produce: DataFrame, consume: DataFrame | None) -> list[Query] | None
     pos = _positions(produce, consume)
     per_offset = _per_offset(pos)
     return [inconsistent_query(per_offset), messages_query(pos), polls_query(pos, consume, per_offset),
-            sends_query(produce)]
+            sends_query(produce), *([replicas_query(produce, replica)] if replica is not None else [])]
 
 
 def combine(parts: list[dict | None], run_ids) -> dict[int, dict]:
@@ -181,6 +214,8 @@ def combine(parts: list[dict | None], run_ids) -> dict[int, dict]:
             if got:
                 samples.update(got.get("samples", {}))
                 d.update({k: v for k, v in got.items() if k != "samples"})
+        if not any((part or {}).get(rid, {}).get("replica_records") for part in parts):
+            d.update({k: None for k in NEED_REPLICAS})
         if not d["write_offsets"]:
             d.update({k: None for k in NEED_WRITES})
             samples.update({"lost_writes": [], "unseen": []})

@@ -29,6 +29,8 @@ PRODUCE = T.StructType([
     T.StructField("txn", T.StringType()),
     T.StructField("t_commit", T.DoubleType()),
     T.StructField("aborted", T.BooleanType()),
+    # a processor's output (consume-transform-produce): the input message it came from
+    T.StructField("from_msg", T.StringType()),
 ])
 
 CONSUME = T.StructType([
@@ -50,6 +52,19 @@ CONSUME = T.StructType([
     # the reader assigned its partitions itself (true, the default) or subscribed (false: a
     # rebalance may move it back, so a step back is no anomaly)
     T.StructField("assigned", T.BooleanType()),
+    # a read made inside a transaction (a processor's: checkers.cycles)
+    T.StructField("txn", T.StringType()),
+])
+
+# history/replica-<node>.jsonl: each record one replica's log holds, read from its files after
+# the drain (harness/brokers/kafka/segments.py): what lost-on-node compares with the writes
+REPLICA = T.StructType([
+    T.StructField("msg_id", T.StringType()),
+    T.StructField("node", T.StringType()),
+    T.StructField("source", T.StringType()),
+    T.StructField("offset", T.LongType()),
+    T.StructField("producer", T.StringType()),
+    T.StructField("seq", T.LongType()),
 ])
 
 # A line missing any of these (or mistyping any field) cannot be checked: it
@@ -68,7 +83,9 @@ POS = "_pos"
 POS_TYPE = T.StructType([T.StructField("file", T.StringType()), T.StructField("row", T.LongType())])
 COPY = {"produce": T.StructType(PRODUCE.fields + [T.StructField(POS, POS_TYPE)]), "consume": CONSUME}
 
-KINDS = {"produce": (PRODUCE, PRODUCE_REQUIRED), "consume": (CONSUME, CONSUME_REQUIRED)}
+REPLICA_REQUIRED = ("msg_id", "node", "source", "offset")
+KINDS = {"produce": (PRODUCE, PRODUCE_REQUIRED), "consume": (CONSUME, CONSUME_REQUIRED),
+         "replica": (REPLICA, REPLICA_REQUIRED)}
 
 
 def with_corrupt(schema: T.StructType) -> T.StructType:

@@ -291,3 +291,155 @@ def write_run(run_dir: Path, produce, consume, *, malformed_produce=(), malforme
                 text = text[:-len(part[-1]) // 2 - 1]  # a crash mid-line: no newline either
             (hist / f"{kind}-{i}.jsonl").write_text(text, encoding="utf-8")
     return Path(run_dir)
+
+
+CTP_PLANTS = ("cycles_g0", "cycles_g1c", "cycles_g1c_wr", "processed_twice", "unprocessed")
+_STRIDE = 10  # offsets between one transaction's writes and the next's: room to plant
+
+
+def build_ctp(rng: random.Random, *, producers=2, units=30, size=4, partitions=3, aborted=3,
+              **plant: int) -> tuple[list[dict], list[dict], dict[str, int]]:
+    """A consume-transform-produce history (harness/brokers/kafka/txn.py's records). One
+    transaction at a time: in each unit, producer p's transaction writes ``size`` messages
+    (message i to partition i % ``partitions``), then processor x0's transaction reads them
+    (subscribed) and writes their outputs (``p.x-seq``, ``from_msg``) the same way; offsets
+    step by _STRIDE, so the graph has no cycle. ``aborted`` further transactions (producer
+    pa) are aborted and never read. A reader c0 reads every committed write, partition by
+    partition, in offset order. ``plant`` (CTP_PLANTS -> how many), on units three apart:
+      cycles_g0        a processor's transaction and the next producer's: their writes on
+                       partition 1 swap offsets (a ww cycle of two)
+      cycles_g1c       a processor's outputs moved just before its inputs' first write on
+                       each partition (ww out -> in, wr in -> out); no G0
+      cycles_g1c_wr    two successive processor transactions each read one output of the
+                       other (also one G1c component)
+      processed_twice  one output written again, committed, by the next unit's processor
+                       (also a duplicate_offsets and a duplicated message)
+      unprocessed      one input's output never written"""
+    unknown_plant = set(plant) - set(CTP_PLANTS)
+    if unknown_plant:
+        raise ValueError(f"unknown plants {sorted(unknown_plant)}")
+    nxt = {j: 0 for j in range(partitions)}
+    txns: list[dict] = []  # {name, writes: [[msg, producer, seq, part, off, from]], reads: [(msg, part, off)], t}
+    seqs = {f"p{p}": 0 for p in range(producers)}
+    for u in range(units):
+        for p in range(producers):
+            t0 = float(len(txns))
+            w = []
+            for i in range(size):
+                s = seqs[f"p{p}"]
+                seqs[f"p{p}"] += 1
+                w.append([f"p{p}-{s}", f"p{p}", s, i % partitions, None, None])
+            txns.append({"name": f"p{p}-t{u}", "writes": w, "reads": [], "t": t0, "unit": (u, p), "kind": "p"})
+            ins = w
+            txns.append({"name": f"x0-t{u * producers + p}", "t": t0 + 1 - 0.5, "unit": (u, p), "kind": "x",
+                         "reads": [m for m, *_ in ins],
+                         "writes": [[f"p{p}.x-{s}", f"p{p}.x", s, i % partitions, None, m]
+                                    for i, (m, _, s, *_r) in enumerate(ins)]})
+    for t in txns:
+        for wr in t["writes"]:
+            wr[4] = nxt[wr[3]]
+            nxt[wr[3]] += _STRIDE
+    _plant_ctp(rng, txns, producers, plant)
+    produce, consume = _ctp_records(txns, aborted, size)
+    return produce, consume, {k: plant.get(k, 0) for k in CTP_PLANTS}
+
+
+def _plant_ctp(rng, txns, producers, plant) -> None:
+    by_unit = {(t["unit"], t["kind"]): t for t in txns}
+    order = sorted({t["unit"] for t in txns})
+    slots = list(range(1, len(order) - 2, 3))
+    rng.shuffle(slots)
+    take = (lambda k: [order[slots.pop()] for _ in range(plant.get(k, 0))])
+    following = {order[i]: order[i + 1] for i in range(len(order) - 1)}
+    for u in take("cycles_g0"):
+        x, p = by_unit[(u, "x")], by_unit[(following[u], "p")]
+        a = next(w for w in x["writes"] if w[3] == 1)
+        b = next(w for w in p["writes"] if w[3] == 1)
+        a[4], b[4] = b[4], a[4]
+    for u in take("cycles_g1c"):
+        x, p = by_unit[(u, "x")], by_unit[(u, "p")]
+        first = {}
+        for w in p["writes"]:
+            first.setdefault(w[3], w[4])
+        used: dict[int, int] = {}
+        for w in x["writes"]:
+            w[4] = first[w[3]] - _STRIDE + 1 + used.get(w[3], 0)
+            used[w[3]] = used.get(w[3], 0) + 1
+    for u in take("cycles_g1c_wr"):
+        x1, x2 = by_unit[(u, "x")], by_unit[(following[u], "x")]
+        x1["reads"].append(x2["writes"][0][0])
+        x2["reads"].append(x1["writes"][0][0])
+    for u in take("processed_twice"):
+        x, x2 = by_unit[(u, "x")], by_unit[(following[u], "x")]
+        again = list(x["writes"][0])
+        j = again[3]
+        again[4] = max(w[4] for w in x2["writes"] if w[3] == j) + 1
+        x2["writes"].append(again)
+    for u in take("unprocessed"):
+        x = by_unit[(u, "x")]
+        x["writes"].pop()
+
+
+def _ctp_records(txns, aborted, size) -> tuple[list[dict], list[dict]]:
+    produce, consume = [], []
+    at: dict[str, tuple] = {}  # a message's (first) position, once every plant has moved what it moves
+    for t in txns:
+        for w in t["writes"]:
+            at.setdefault(w[0], (w[3], w[4]))
+    for t in txns:
+        for m, prod, s, part, off, frm in t["writes"]:
+            extra = {"from_msg": frm} if frm else {}
+            produce.append({"msg_id": m, "producer": prod, "seq": s, "outcome": "invoke", "t_invoke": t["t"],
+                            "node": None, "txn": t["name"], **extra})
+            produce.append({"msg_id": m, "producer": prod, "seq": s, "outcome": "ok", "t_invoke": t["t"],
+                            "t_complete": t["t"] + 0.2, "node": None, "error": None, "txn": t["name"],
+                            "t_commit": t["t"] + 0.1, "source": f"t:{part}", "offset": off, **extra})
+        for i, m in enumerate(t["reads"]):
+            part, off = at[m]
+            consume.append({"msg_id": m, "consumer": "x0", "t": t["t"] + 0.01 * i, "redelivered": False,
+                            "source": f"t:{part}", "offset": off, "node": None, "producer": m.rsplit("-", 1)[0],
+                            "seq": int(m.rsplit("-", 1)[1]), "assigned": False, "txn": t["name"]})
+    for n in range(aborted):
+        for i in range(size):
+            m = f"pa-{n * size + i}"
+            for outcome in ("invoke", "fail"):
+                produce.append({"msg_id": m, "producer": "pa", "seq": n * size + i, "outcome": outcome,
+                                "t_invoke": 0.5 + n, "node": None, "txn": f"pa-t{n}",
+                                **({} if outcome == "invoke" else {"t_complete": 0.7 + n, "error": "aborted on purpose",
+                                                                   "t_commit": 0.6 + n, "aborted": True})})
+    end = float(len(txns)) + 10
+    writes = sorted((r["source"], r["offset"], r["msg_id"]) for r in produce if r["outcome"] == "ok")
+    for k, (src, off, m) in enumerate(writes):
+        consume.append({"msg_id": m, "consumer": "c0", "t": round(end + k * 1e-3, 6), "redelivered": False,
+                        "source": src, "offset": off, "node": None, "producer": m.rsplit("-", 1)[0],
+                        "seq": int(m.rsplit("-", 1)[1])})
+    return produce, consume
+
+
+def replicas_of(produce, nodes=("kafka1", "kafka2", "kafka3"), *, lose=None, short=None) -> dict[str, list[dict]]:
+    """Each node's log as the plug-in reads it from its files (history/replica-<node>.jsonl):
+    every acknowledged positioned write, at its position. ``lose`` {node: k}: that node's log
+    lacks k writes below its end (lost on that node: the first partition's k after its first); ``short``
+    {node: k}: it lacks its k last writes of each partition (behind, not lost)."""
+    writes = sorted((r for r in produce if r["outcome"] == "ok" and r.get("source") is not None
+                     and r.get("offset") is not None), key=lambda r: (r["source"], r["offset"]))
+    by_src: dict[str, list[dict]] = {}
+    for r in writes:
+        by_src.setdefault(r["source"], []).append(r)
+    out = {}
+    for node in nodes:
+        recs = []
+        for i, (src, rs) in enumerate(sorted(by_src.items())):
+            keep = rs[:len(rs) - (short or {}).get(node, 0)]
+            k = (lose or {}).get(node, 0) if i == 0 else 0
+            keep = keep[:1] + keep[1 + k:]  # a gap after the first: the log's end stays above it
+            recs += [{"msg_id": r["msg_id"], "node": node, "source": src, "offset": r["offset"],
+                      "producer": r["producer"], "seq": r["seq"]} for r in keep]
+        out[node] = recs
+    return out
+
+
+def write_replicas(run_dir: Path, replicas: dict[str, list[dict]]) -> None:
+    hist = Path(run_dir) / store.HISTORY
+    for node, recs in replicas.items():
+        (hist / f"replica-{node}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")

@@ -16,16 +16,14 @@ abort was asked for (``t_commit``). Per run:
   lost_transactions   committed transactions none of whose messages was ever delivered
 
 A run without transactional records has these as None (not applicable), never zero.
-Not here yet: dependency cycles between transactions (G0, G1c over write-write /
-write-read / read-write edges from offsets), which need consume-transform-produce
-transactions; this workload's transactions only write.
+Dependency cycles between transactions and exactly-once processing (consume-transform-
+produce) are checkers/cycles.py's.
 """
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from checkers.analysis import ABORTED, RANK, SAMPLES, Query, _int, sql
-from checkers.logs import _sample
+from checkers.analysis import ABORTED, RANK, SAMPLES, Query, _int, _sample, sql
 
 FIGURES = ("transactions_committed", "transactions_aborted", "transactions_unknown", "aborted_reads",
            "uncommitted_reads", "torn_transactions", "lost_transactions")

@@ -361,6 +361,63 @@ def run(scenario_file, keep_cluster, no_check, versions):
 
 
 @main.command()
+@click.argument("base", required=False)
+@click.option("--faults", default="kill,pause,partition", show_default=True,
+              help="What to draw from: kill, pause, stop, partition, power_loss, corrupt, pause_kill, part_kill.")
+@click.option("--seed", type=int, default=None, help="The draw's seed (default: a random one, printed).")
+@click.option("--duration", type=float, default=60.0, show_default=True, help="Seconds of faults and stable periods.")
+@click.option("--replay", type=click.Path(exists=True, file_okay=False),
+              help="A run directory: run its recorded scenario (schedule and seed) again.")
+@click.option("--shrink/--no-shrink", default=True, show_default=True,
+              help="When a run finds anomalies, look for a shorter schedule that still does.")
+@click.option("--shrink-budget", type=int, default=6, show_default=True, help="Runs the shrink may spend.")
+@VERSION
+def explore(base, faults, seed, duration, replay, shrink, shrink_budget, versions):
+    """Seeded exploration (harness/explore.py): a fault schedule drawn from --faults against
+    BASE's queue / topic and settings, no prediction (the checker decides: 0 valid, 1
+    anomalies, 2 undecided), shrunk when it finds something; the record (seed, groups,
+    runs, shortest schedule) in results/explore/<timestamp>/explore.json."""
+    import random as _random
+
+    from harness import explore as X, store
+    from harness.runner import run_scenario
+    from harness.scenario import ScenarioError, parse, read
+    from harness.verdicts import EXIT_UNKNOWN
+
+    def run_one(data: dict) -> tuple[int, str]:
+        try:
+            sc = parse(data, data.get("name", "explore"), version=versions)
+        except ScenarioError as e:
+            click.echo(str(e), err=True)
+            return EXIT_UNKNOWN, ""
+        code, r = run_scenario(sc)
+        click.echo(f"{sc.name}: exit {code}; results in {r.dir}")
+        return code, str(r.dir)
+
+    if replay:
+        try:
+            data = X.replay_scenario(__import__("pathlib").Path(replay))
+        except ValueError as e:
+            raise click.ClickException(str(e)) from None
+        sys.exit(run_one(data)[0])
+    if not base:
+        raise click.UsageError("BASE (a scenario file) or --replay RUN is needed")
+    seed = seed if seed is not None else _random.SystemRandom().randrange(1, 10**6)
+    click.echo(f"explore: seed {seed}")
+    data = read(base)
+    out = store.new_batch_dir("explore")
+    try:
+        code, record = X.explore(data, [f.strip() for f in faults.split(",") if f.strip()], seed, duration,
+                                 run_one, out, shrink_budget if shrink else 0)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    store.finish_batch(out)
+    click.echo(f"explore: seed {seed}, {len(record['groups'])} fault group(s), exit {code}; "
+               f"{out / 'explore.json'}")
+    sys.exit(code)
+
+
+@main.command()
 @click.argument("results", required=False)
 @click.option("--port", type=int, default=8000, show_default=True)
 def serve(results, port):

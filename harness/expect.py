@@ -89,7 +89,8 @@ def undecidable(sc) -> list[str]:
     """The predictions and requirements no run of ``sc`` measures (refused at load time), as
     ``expect.KEY`` / ``require.KEY``."""
     keys = decidable(sc)
-    return [f"{field}.{k}" for field in ("expect", "require") for k in expectations(sc, field) if k not in keys]
+    return ([f"{field}.{k}" for field in ("expect", "require") for k in expectations(sc, field) if k not in keys]
+            + [f"measure.{k}" for k in getattr(sc, "measure", []) if k not in keys])
 
 
 def measured(result: dict, info: dict) -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness import expect, plots, store
 from harness.scenario import ScenarioError, parse_recorded
+from harness.results import DETAIL_GROUPS
 from harness.templates import TEMPLATES
 from harness.util import setup_logging
 from harness.windows import OPERATOR_KINDS
@@ -107,8 +108,12 @@ def markdown(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path]) 
     md += ["", "## Fault timeline", "", "| start | end | fault | targets | effect |", "|---|---|---|---|---|"]
     md += [f"| {f['start']} | {f['end']} | {f['fault']} | {f['targets']} | {f['effect']} |"
            for f in fault_rows(run_dir)]
+    detail = _detail(result)
+    if detail:
+        md += ["", "## Log, transactions, cycles", "", "| figure | value |", "|---|---|"]
+        md += [f"| {k} | {x} |" for k, x in detail]
     md += ["", "## Samples", ""]
-    md += [f"- {k}: {ids}" for k, ids in _samples(result)] or ["- none"]
+    md += [f"- {k}: {_md(ids)}" for k, ids in _samples(result)] or ["- none"]
     md += [""] + [f"![{p.stem}]({p.name})" for p in pictures]
     md += ["", "Artefacts: `history/` (produce/consume JSONL + Parquet), `nemesis.jsonl`, `logs/`, "
            "`check.json`, `run.json`. Re-check offline: `mqchaos check " + str(run_dir) + "`."]
@@ -135,8 +140,14 @@ def _timelines(meas: dict) -> list[tuple[str, list]]:
 
 
 def _samples(result: dict) -> list[tuple[str, str]]:
+    groups = [result.get("samples") or {}, *(result.get(s) or {} for s, _ in DETAIL_GROUPS)]
     return [(k, ", ".join(ids[:10]) + (" ..." if len(ids) > 10 else ""))
-            for k, ids in (result.get("samples") or {}).items() if ids]
+            for g in groups for k, ids in g.items() if ids]
+
+
+def _detail(result: dict) -> list[tuple[str, object]]:
+    """The log, transaction and cycle figures the run has (None: not applicable to it)."""
+    return [(k, result[k]) for _, keys in DETAIL_GROUPS for k in keys if result.get(k) is not None]
 
 
 def fault_rows(run_dir: Path) -> list[dict]:
@@ -195,7 +206,7 @@ def html_page(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path])
         checks=v["checks"], counts=_counts(result), plots=[p.name for p in pictures],
         unavailability=unavailability(result, meas), faults=fault_rows(run_dir),
         measurements=[(k, value_text(x)[:300]) for k, x in sorted(meas.items()) if not k.endswith("_timeline")],
-        timelines=_timelines(meas), samples=_samples(result))
+        timelines=_timelines(meas), samples=_samples(result), detail=_detail(result))
 
 
 def unavailability(result: dict, meas: dict) -> list[tuple[str, str, object]]:

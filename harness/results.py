@@ -85,9 +85,13 @@ class CheckResult(Counts):
     lost_middle: Judged[int | None]
     lost_postfix: Judged[int | None]
     poll_skips: Judged[int]
+    poll_skips_subscribe: Judged[int]
     nonmonotonic_polls: Judged[int]
     nonmonotonic_polls_subscribe: Judged[int]
     nonmonotonic_sends: Judged[int]
+    # each replica's own log (history/replica-*.jsonl): None without replica logs
+    replica_records: Judged[int | None]
+    lost_on_node: Judged[int | None]
     log_samples: dict[str, list[str]]  # the first offenders per log figure
     # what a read_committed reader saw of each producer transaction (checkers.txn): None
     # where the run wrote no transaction
@@ -99,6 +103,14 @@ class CheckResult(Counts):
     torn_transactions: Judged[int | None]
     lost_transactions: Judged[int | None]
     txn_samples: dict[str, list[str]]
+    # dependency cycles between committed transactions and exactly-once processing
+    # (checkers.cycles): None without transactions; the last two None without a processor
+    cycles_g0: Judged[int | None]
+    cycles_g1c: Judged[int | None]
+    cycles_g1c_wr: Judged[int | None]
+    processed_twice: Judged[int | None]
+    unprocessed: Judged[int | None]
+    cycle_samples: dict[str, list[str]]
     valid: Judged[bool | None]
     reason: str
     undecided: list[str]  # harness.verdicts.undecided
@@ -182,3 +194,14 @@ COUNT_FIELDS: tuple[str, ...] = keys(Counts)
 JUDGED_KEYS: tuple[str, ...] = keys(CheckResult, JUDGED)
 ROW_KEYS: tuple[str, ...] = keys(Row)
 PUBLISHED_KEYS: tuple[str, ...] = keys(Row, PUBLISHED)
+
+
+# check.json's figures of where messages sit in a log, of transactions and of their cycles
+# (checkers.logs, checkers.txn, checkers.cycles), in schema order, each group with its
+# samples' key: a report lists those a run has (not None)
+DETAIL_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (samples, tuple(k for k in JUDGED_KEYS
+                    if list(CheckResult.__annotations__).index(first) <= list(CheckResult.__annotations__).index(k)
+                    < list(CheckResult.__annotations__).index(samples)))
+    for first, samples in (("write_offsets", "log_samples"), ("transactions_committed", "txn_samples"),
+                           ("cycles_g0", "cycle_samples")))

@@ -26,6 +26,7 @@ def run_row(sc, result: CheckResult, info: dict, run_dir: Path) -> Row:
     # The row's own measurement: what the prediction names beyond the usual counts.
     specific = {k: m.get(k) for k in [*expect.expectations(sc), *expect.expectations(sc, "require")]
                 if k not in expect.CHECKER_KEYS}
+    specific.update({k: m.get(k) for k in getattr(sc, "measure", [])})  # no claim: measured
     if m.get("self_healed") is False:  # the cluster had to be restarted by hand: always shown
         specific["self_healed"] = False
     # ordering by .get: a check.json from before the checker recorded its rule

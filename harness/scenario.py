@@ -20,7 +20,7 @@ from harness import brokers, expect, store
 from nemesis import grudge as grudges
 from harness.spec import BaseScenario, read_yaml
 from nemesis.faults import CLOSING, CUTS, FAULT_TYPES, missing_capabilities, ports_problems, targets_problems
-from nemesis.schedule import parse as parse_schedule
+from nemesis.schedule import is_bound, parse as parse_schedule
 from nemesis.targets import expr_problems
 
 Scenario = BaseScenario  # what callers hold: one plug-in's subclass of it
@@ -206,6 +206,9 @@ def _cuts_anything(cut: grudges.Grudge) -> bool:
 def _topology_problems(steps: list, cluster: Any) -> list[str]:
     """The steps' targets, waits, ports and cuts judged against the version's nodes and roles."""
     nodes, roles, absent = cluster.nodes(), cluster.roles, cluster.absent_targets
+    # a choreography's later parts name an earlier part's nodes (bound when it runs): that
+    # part's own targets are the ones judged
+    steps = [st for st in steps if not is_bound(st.targets)]
     out = [f"  nemesis: {st.fault} at {st.at:g}s: targets: {problem}" for st in steps
            for problem in targets_problems(st.fault, st.targets, nodes, roles, absent)]
     out += [f"  nemesis: {st.fault} at {st.at:g}s: when.same: {problem}" for st in steps if st.when

@@ -80,6 +80,9 @@ class BaseScenario(Strict):
     # What the claim assumes of the run (the same language as expect:): a run where one of
     # these did not hold, or was not measured, is about something else, so it is undecided.
     require: dict[str, Any] = Field(default_factory=dict)
+    # Quantities the source makes no claim about, measured and shown in the row beside the
+    # verdict (no prediction: they decide nothing)
+    measure: list[str] = Field(default_factory=list)
     seed: int = 0
     # where the version came from: cli / scenario / env / default (harness.scenario sets it)
     _version_source: str = PrivateAttr("default")

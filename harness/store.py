@@ -3,7 +3,7 @@
     results/<scenario>/<UTC timestamp>/        one run (``new_run_dir``)
         run.json        what ran: the scenario as run, phases, status, measurements
         check.json      the checker's result and the verdict against the prediction
-        history/        produce-*.jsonl, consume-*.jsonl (+ parquet/ copy)
+        history/        produce-*.jsonl, consume-*.jsonl (+ parquet/ copy), replica-<node>.jsonl (Kafka)
         nemesis.jsonl   the fault timeline;  nemesis-state.json while faults are active
         observations.jsonl, findings.jsonl, logs/, report.md, report.html, publishes.png, rates.png,
         broker-state.png (harness.plots)

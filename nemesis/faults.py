@@ -15,7 +15,9 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
-from harness.brokers.protocol import KILL, PAUSE, POWER_LOSS, RESTART_APP, START, STOP, WIPE, Cluster
+from harness.brokers.protocol import (CORRUPT, KILL, MEMBERSHIP, PAUSE, POWER_LOSS, RESTART_APP, START, STOP, WIPE,
+                                     Cluster)
+from harness.util import wait_until
 from nemesis import grudge as g
 from nemesis import net
 from nemesis.targets import TargetError, grudge_for, nodes_problems, resolve, spec_problems
@@ -171,6 +173,94 @@ def plan_wipe(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
     """A wipe restarts the node by itself (instant), unless ``start: false`` leaves it
     stopped: then, like a kill, a later start lifts it."""
     _plan_on_nodes(ctx, f, spec, params, None if params.get("start", True) else FAULT_TYPES[f.fault].undo_key)
+
+
+def plan_corrupt(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    """Storage corruption (Jepsen's NATS 2.12 analysis: bit-flips and truncations of a
+    minority's files): on each target, the newest files of ``params.files`` (one of the
+    broker's ``data_file_kinds``), listed while the node runs. ``mode: bitflip`` flips one
+    seeded bit in each of ``bytes`` (default 1) seeded bytes within the file's last ``tail``
+    bytes (default: anywhere); ``mode: truncate`` cuts ``bytes`` (default half the file)
+    from its end. ``crash: true`` kills the node first and corrupts it while down
+    (crash-then-corrupt; a later ``start`` lifts it), else the running node's files change
+    in place (corrupt-then-restart: a later kill / restart step)."""
+    kinds = getattr(ctx.cluster, "data_file_kinds", {})
+    kind, mode = params.get("files"), params.get("mode", "bitflip")
+    if kind not in kinds:
+        raise TargetError(f"corrupt needs params.files, one of {sorted(kinds)}, not {kind!r}")
+    if mode not in ("bitflip", "truncate"):
+        raise TargetError(f"corrupt: params.mode must be bitflip or truncate, not {mode!r}")
+    f.targets = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.subject), f.fault)
+    plan: dict[str, list[dict]] = {}
+    for node in f.targets:
+        files = ctx.cluster.data_files(node, kind, ctx.subject)
+        if not files:
+            raise TargetError(f"corrupt: {node} has no {kind} files yet")
+        plan[node] = [_file_plan(ctx, path, size, mode, params) for path, size in files if size > 0]
+    f.details.update({"files": plan, "mode": mode, "kind": kind, "crash": bool(params.get("crash", False))})
+    if params.get("crash"):
+        f.undo["start"] = list(f.targets)
+    f.instant = not params.get("crash")
+
+
+def _file_plan(ctx: Ctx, path: str, size: int, mode: str, params: dict) -> dict:
+    if mode == "truncate":
+        cut = int(params.get("bytes", size // 2))
+        return {"path": path, "size": size, "truncate_to": max(0, size - cut)}
+    lo = max(0, size - int(params.get("tail", size)))
+    positions = sorted(ctx.rng.sample(range(lo, size), min(int(params.get("bytes", 1)), size - lo)))
+    return {"path": path, "size": size, "positions": positions, "bits": [ctx.rng.randrange(8) for _ in positions]}
+
+
+def _corrupt(ctx: Ctx, f: Fault, params: dict) -> None:
+    """Each planned file changed, then read back: the evidence is the bytes before and after
+    (or the size cut to); a change that did not read back makes the fault ineffective."""
+    c, done = ctx.cluster, []
+    for node, entries in f.details["files"].items():
+        if f.details.get("crash"):
+            c.kill(node)
+        for e in entries:
+            if "truncate_to" in e:
+                c.patch_file(node, e["path"], size=e["truncate_to"])
+                end = c.file_bytes(node, e["path"], [e["truncate_to"]] + ([e["truncate_to"] - 1] if e["truncate_to"] else []))
+                done.append(e["truncate_to"] not in end and (e["truncate_to"] == 0 or e["truncate_to"] - 1 in end))
+                continue
+            before = c.file_bytes(node, e["path"], e["positions"])
+            changes = {p: before[p] ^ (1 << b) for p, b in zip(e["positions"], e["bits"]) if p in before}
+            c.patch_file(node, e["path"], changes)
+            after = c.file_bytes(node, e["path"], list(changes))
+            e["bytes"] = {str(p): [f"{before[p]:02x}", f"{after.get(p, -1) & 0xff:02x}"] for p in changes}
+            done.append(bool(changes) and all(after.get(p) == v for p, v in changes.items()))
+    down = {n: not c.running(n) for n in f.targets} if f.details.get("crash") else {}
+    prove(f, {"files_changed": sum(done), "files": len(done), **({"down": down} if down else {})},
+          bool(done) and all(done) and all(down.values()))
+
+
+def plan_member(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    """An operator's membership change (issue 39), not a fault: the run's queue / topic
+    (``subject``) loses (``remove_member``) or gains (``add_member``) the targets' members,
+    as the broker's own tool does it; instant, the members before and after as evidence."""
+    if not ctx.subject:
+        raise TargetError(f"{f.fault} needs the run's queue or topic")
+    f.targets = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.subject), f.fault)
+    f.details["members_before"] = ctx.cluster.members(ctx.subject)
+    f.instant = True
+
+
+def _change_members(ctx: Ctx, f: Fault, params: dict) -> None:
+    add = f.fault == "add_member"
+    for node in f.targets:
+        ctx.cluster.change_member("add" if add else "remove", node, ctx.subject)
+    after: list[str] = []
+
+    def changed() -> bool:  # the broker's record follows the tool's answer, not always at once
+        after[:] = ctx.cluster.members(ctx.subject)
+        return all((n in after) == add for n in f.targets)
+    try:
+        wait_until(changed, float(params.get("timeout", 30)), f"the members of {ctx.subject} to change", 0.5)
+    except TimeoutError:
+        pass
+    prove(f, {"members_after": list(after)}, changed())
 
 
 # ---- executing: each acts, then records the evidence that it took effect ---------------------
@@ -345,6 +435,9 @@ class FaultType:
     cut: bool = False  # its targets are a partition spec (nemesis.targets.grudge_for), not nodes
     by_port: bool = False  # params.ports may narrow the cut to the broker's named traffic
     fs: str | None = None  # the file system its nodes' data directories must be served by
+    crashes: bool = False  # the node dies at once (what a choreography's crash may be)
+    # how ``mqchaos explore`` draws it (harness/explore.py): its targets and params; None: never
+    drawn: Mapping[str, Any] | None = None
     does: str = ""  # what it does, in a few words (errors)
 
 
@@ -360,20 +453,27 @@ LOSS = "loss"
 # In the order the schedule's errors list them.
 FAULT_TYPES: dict[str, FaultType] = _registry(
     FaultType("partition", plan_partition, _cut, "rules", default_targets="random_halves", cut=True,
-              by_port=True, does="cuts links"),
+              by_port=True, drawn={"targets": "random_halves"}, does="cuts links"),
     FaultType(LOSS, plan_partition, _cut, "rules", default_targets="random_halves", cut=True,
               does="drops a share of the packets on links"),
     FaultType("bandwidth", plan_bandwidth, _limit, "tbf", does="limits the nodes' egress"),
     FaultType("kill", plan_nodes, _each(_kill, _down), "start",
-              needs=frozenset({KILL, START}), does="kills the nodes"),
+              needs=frozenset({KILL, START}), crashes=True, drawn={"targets": "random:1"}, does="kills the nodes"),
     FaultType("stop", plan_nodes, _each(_stop, _down), "start", needs=frozenset({STOP, START}),
-              does="stops the nodes"),
+              drawn={"targets": "random:1"}, does="stops the nodes"),
     FaultType("pause", plan_nodes, _each(_pause, _frozen), "unpause",
-              needs=frozenset({PAUSE}), does="freezes the nodes"),
+              needs=frozenset({PAUSE}), drawn={"targets": "random:1"}, does="freezes the nodes"),
     FaultType("wipe", plan_wipe, _each(_wipe, _wiped), "start", needs=frozenset({WIPE, START}),
               does="wipes the nodes' data"),
     FaultType("power_loss", plan_nodes, _power_loss, "start", needs=frozenset({POWER_LOSS, START}), fs="lazy",
-              does="cuts the power"),
+              crashes=True, drawn={"targets": "random:1"}, does="cuts the power"),
+    FaultType("corrupt", plan_corrupt, _corrupt, "start", needs=frozenset({CORRUPT}),
+              drawn={"targets": "random:1", "params": {"mode": "bitflip", "bytes": 16, "tail": 65536, "crash": True}},
+              does="bit-flips or truncates the nodes' newest data files"),
+    FaultType("remove_member", plan_member, _change_members, needs=frozenset({MEMBERSHIP}),
+              does="removes the nodes' members of the run's queue (an operator's change)"),
+    FaultType("add_member", plan_member, _change_members, needs=frozenset({MEMBERSHIP}),
+              does="adds members of the run's queue on the nodes (an operator's change)"),
     FaultType("start", closes="start", default_targets="all", needs=frozenset({START}), does="starts nodes"),
     FaultType("unpause", closes="unpause", default_targets="all", needs=frozenset({PAUSE}), does="thaws nodes"),
     FaultType("restart", plan_nodes, _each(_rolling, _restarted), needs=frozenset({STOP, START}),
@@ -391,6 +491,10 @@ FAULTS = tuple(FAULT_TYPES)  # every name a schedule step may use
 CLOSING = tuple(n for n, t in FAULT_TYPES.items() if t.closes)
 CUTS = tuple(n for n, t in FAULT_TYPES.items() if t.cut)
 BY_PORT = tuple(n for n, t in FAULT_TYPES.items() if t.by_port)
+CRASHES = tuple(n for n, t in FAULT_TYPES.items() if t.crashes)
+DRAWN = {n: t.drawn for n, t in FAULT_TYPES.items() if t.drawn}
+# the step that lifts a fault by its undo key (kill -> start, pause -> unpause)
+LIFTED_BY = {t.closes: n for n, t in FAULT_TYPES.items() if t.closes and t.closes != ALL}
 
 
 def missing_capabilities(fault: str, capabilities: frozenset[str]) -> list[str]:

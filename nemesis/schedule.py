@@ -16,6 +16,19 @@ In a scenario (YAML), ``nemesis:`` is a list of steps, or a mapping with any of 
 long, otherwise it stays until a later ``start``/``unpause``/``heal`` step or the run's final heal.
 Anything a fault needs beyond its targets goes in ``params`` (e.g. ``probability``, ``rate``).
 
+A **choreography** (Jepsen's NATS 2.12 analysis: "pause-kill", "part-kill") is one step that
+stands for several: ``{at: 10, fault: pause_kill, targets: {first: leader}, params: {crash:
+power_loss, down: 10, after: 10}}`` freezes ``first`` (a minority), then ``gap`` seconds later
+crashes ``count`` (default 1) other brokers (``kill`` or ``power_loss``), starts them again
+``down`` seconds later (a new majority forms without what the frozen ones held), and thaws
+``first`` ``after`` seconds after that; ``part_kill`` cuts ``first`` from everything instead of
+freezing it (the cut lasts until the thaw's time). Each part is a step of its own (its own
+fault, evidence and heal); the later parts name the nodes the earlier ones hit, bound when
+those ran (``@label`` targets: see ``PACKAGES``), so a role that moves meanwhile (the frozen
+leader replaced) cannot make the crash hit a frozen node. Any step may carry a ``label`` and
+a later step name its nodes the same way (``targets: "@cut"``: the very follower an earlier
+``corrupt`` step hit, killed after it).
+
 ``when`` makes a step wait for the state a claim needs, not a guessed delay: ``{same: [EXPR,
 EXPR], within: S}`` applies the step once both target expressions name the same nodes (K8:
 ``{same: [isr, leader], within: 30}``, the ISR already shrunk to the leader), at ``at`` or
@@ -29,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.spec import read_yaml
-from nemesis.faults import FAULTS
+from nemesis.faults import CRASHES, FAULTS
 
 MAX_STEPS = 10_000  # generators are bounded by count/until; this is the backstop
 
@@ -46,13 +59,59 @@ class Step:
     duration: float | None = None
     params: dict = field(default_factory=dict)
     when: dict | None = None  # {"same": [EXPR, EXPR], "within": S}: see the module's doc
+    # a choreography's part: later parts name the nodes this one hit as ``@label``
+    label: str | None = None
 
     def to_json(self) -> dict:
         out = {"at": self.at, "fault": self.fault, "targets": self.targets,
                "duration": self.duration, "params": dict(self.params)}
         if self.when:
             out["when"] = dict(self.when)
+        if self.label:
+            out["label"] = self.label
         return out
+
+
+# A bound target (a choreography's later part): ``@L`` the nodes step L hit; ``@pick:N:@L``
+# N brokers (seeded) that step L did not hit. Resolved by the scheduler when the step runs.
+BOUND = "@"
+
+
+def is_bound(targets: Any) -> bool:
+    return isinstance(targets, str) and targets.startswith(BOUND)
+
+
+def _choreography(data: dict, where: str, label: str) -> list[Step]:
+    """A pause_kill / part_kill step as the steps it stands for (see the module's doc)."""
+    _check_keys(where, data, {"at", "fault", "targets", "params"}, {"at", "fault"})
+    targets = data.get("targets") or {}
+    _check_keys(f"{where}.targets", targets, {"first", "count"})
+    params = data.get("params") or {}
+    _check_keys(f"{where}.params", params, {"crash", "gap", "down", "after"})
+    crash = params.get("crash", CRASHES[0])
+    if crash not in CRASHES:
+        raise ScheduleError(f"{where}.params: field 'crash' must be one of {list(CRASHES)}, not {crash!r}")
+    at = _num(where, "at", data["at"])
+    gap = _num(where, "gap", params.get("gap", 1.0))
+    down = _num(where, "down", params.get("down", 10.0), 0.001)
+    after = _num(where, "after", params.get("after", 10.0))
+    count = int(_num(f"{where}.targets", "count", targets.get("count", 1), 1))
+    first = targets.get("first", "random:1")
+    if not isinstance(first, (str, list)):
+        raise ScheduleError(f"{where}.targets: field 'first' must be a target expression, not {first!r}")
+    held = gap + down + after
+    if data["fault"] == "pause_kill":
+        head = [Step(at, "pause", first, label=f"{label}.first"),
+                Step(at + held, "unpause", f"{BOUND}{label}.first")]
+    else:  # part_kill: the cut is lifted by its own duration
+        head = [Step(at, "partition", {"isolate": first}, duration=held, label=f"{label}.first")]
+    return head + [Step(at + gap, crash, f"{BOUND}pick:{count}:{BOUND}{label}.first", label=f"{label}.crash"),
+                   Step(at + gap + down, "start", f"{BOUND}{label}.crash")]
+
+
+PACKAGES = ("pause_kill", "part_kill")
+# how ``mqchaos explore`` draws a choreography: its targets and params (its crash drawn too)
+PACKAGE_DRAWN = {name: {"targets": {"first": "random:1"}, "params": {"down": 8, "after": 8}} for name in PACKAGES}
 
 
 def _check_keys(where: str, data: dict, allowed: set[str], required: set[str] = frozenset()) -> None:
@@ -74,7 +133,7 @@ def _num(where: str, name: str, value: Any, minimum: float = 0.0) -> float:
 
 def _fault(where: str, name: Any) -> str:
     if name not in FAULTS:
-        raise ScheduleError(f"{where}: field 'fault' must be one of {list(FAULTS)}, not {name!r}")
+        raise ScheduleError(f"{where}: field 'fault' must be one of {list(FAULTS) + list(PACKAGES)}, not {name!r}")
     return name
 
 
@@ -89,7 +148,10 @@ def when(data: Any, where: str) -> dict:
 
 
 def step(data: dict, where: str = "step") -> Step:
-    _check_keys(where, data, {"at", "fault", "targets", "duration", "params", "when"}, {"at", "fault"})
+    _check_keys(where, data, {"at", "fault", "targets", "duration", "params", "when", "label"}, {"at", "fault"})
+    label = data.get("label")
+    if label is not None and (not isinstance(label, str) or not label or BOUND in label):
+        raise ScheduleError(f"{where}: field 'label' must be a name (no {BOUND!r}), not {label!r}")
     duration = data.get("duration")
     params = data.get("params") or {}
     if not isinstance(params, dict):
@@ -97,7 +159,7 @@ def step(data: dict, where: str = "step") -> Step:
     return Step(at=_num(where, "at", data["at"]), fault=_fault(where, data["fault"]),
                 targets=data.get("targets"), params=dict(params),
                 duration=None if duration is None else _num(where, "duration", duration),
-                when=None if data.get("when") is None else when(data["when"], where))
+                when=None if data.get("when") is None else when(data["when"], where), label=label)
 
 
 def _span(where: str, name: str, value: Any) -> tuple[float, float]:
@@ -172,14 +234,36 @@ def parse(data: Any) -> list[Step]:
     if isinstance(data, list):
         data = {"steps": data}
     _check_keys("nemesis", data, {"steps", "cycle", "random"})
-    steps = [step(s, f"nemesis.steps[{i}]") for i, s in enumerate(data.get("steps") or [])]
+    steps = []
+    for i, s in enumerate(data.get("steps") or []):
+        if isinstance(s, dict) and s.get("fault") in PACKAGES:
+            steps += _choreography(s, f"nemesis.steps[{i}]", f"s{i}")
+        else:
+            steps.append(step(s, f"nemesis.steps[{i}]"))
     for i, c in enumerate(_many(data.get("cycle") or [])):
         steps += cycle(c, f"nemesis.cycle[{i}]")
     for i, r in enumerate(_many(data.get("random") or [])):
         steps += random_faults(r, f"nemesis.random[{i}]")
     if len(steps) > MAX_STEPS:
         raise ScheduleError(f"nemesis: {len(steps)} steps is more than {MAX_STEPS}")
-    return sorted(steps, key=lambda s: s.at)
+    steps = sorted(steps, key=lambda s: s.at)
+    _check_bound(steps)
+    return steps
+
+
+def _check_bound(steps: list[Step]) -> None:
+    """Every ``@label`` target names a step that runs earlier (``@pick:N:@label`` too)."""
+    seen: set[str] = set()
+    for st in steps:
+        if is_bound(st.targets):
+            ref = st.targets.rsplit(BOUND, 1)[1]
+            if ref not in seen:
+                raise ScheduleError(f"nemesis: {st.fault} at {st.at:g}s: targets {st.targets!r} name no earlier "
+                                    f"step's label (labels so far: {sorted(seen) or 'none'})")
+        if st.label:
+            if st.label in seen:
+                raise ScheduleError(f"nemesis: label {st.label!r} is used twice")
+            seen.add(st.label)
 
 
 def load(path: str) -> list[Step]:

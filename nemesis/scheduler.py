@@ -5,6 +5,7 @@ apart from the nemesis): the scheduler only asks the nemesis to apply and end fa
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import threading
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 
 from harness.brokers.protocol import Cluster
 from nemesis.faults import Fault
-from nemesis.schedule import Step, parse
+from nemesis.schedule import BOUND, Step, is_bound, parse
 from nemesis.targets import resolve
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class Scheduler:
         self.own_stop = own_stop
         self.stop = stop
         self.on_error = on_error
+        self.hit: dict[str, list[str]] = {}  # a labelled step -> the nodes it hit (choreographies)
 
     def run(self, steps: Any, duration: float | None = None) -> None:
         """See ``Nemesis.run``."""
@@ -123,9 +125,29 @@ class Scheduler:
                 return False
             (self.stop or self.own_stop).wait(min(left, 0.2))
 
+    def bind(self, targets: str) -> list[str]:
+        """A choreography's bound target (nemesis.schedule.BOUND): the nodes an earlier part
+        hit, or brokers it did not hit, drawn with the nemesis's seeded generator."""
+        ref = targets[len(BOUND):]
+        if ref.startswith("pick:"):
+            _, n, other = ref.split(":", 2)
+            hit = set(self.bind(other))
+            pool = sorted(set(self.nem.cluster.brokers()) - hit)
+            if len(pool) < int(n):
+                raise ValueError(f"{targets}: {n} broker(s) outside {sorted(hit)} wanted, {len(pool)} left")
+            return sorted(self.nem.rng.sample(pool, int(n)))
+        if ref not in self.hit:
+            raise ValueError(f"{targets}: the step labelled {ref} hit nothing (it failed or has not run)")
+        return list(self.hit[ref])
+
     def _apply_step(self, st: Step, condition: dict | None = None) -> Fault | None:
         try:
-            return self.nem.apply(st, condition=condition)
+            if is_bound(st.targets):
+                st = dataclasses.replace(st, targets=self.bind(st.targets))
+            f = self.nem.apply(st, condition=condition)
+            if st.label and f is not None and not f.details.get("error"):
+                self.hit[st.label] = _struck(f)
+            return f
         except Exception as exc:  # noqa: BLE001 - a failed step is recorded, the run goes on
             if self.on_error == "raise":
                 raise
@@ -137,3 +159,11 @@ class Scheduler:
                                 "details": {"spec": st.targets, "params": st.params, "when": condition,
                                             "error": f"{type(exc).__name__}: {exc}"}})
             return failed[-1] if failed else None
+
+
+def _struck(f: Fault) -> list[str]:
+    """The nodes a fault struck: a cut's smallest side (the isolated minority), else its targets."""
+    sides = f.details.get("sides")
+    if sides:
+        return sorted(min(sides, key=len))
+    return sorted(f.targets)

@@ -146,6 +146,7 @@ class NetState:
 class FakeCluster(Cluster):
     kind: ClassVar[str] = NAME
     capabilities: ClassVar[frozenset[str]] = frozenset({KILL, STOP, START, PAUSE, WIPE})
+    data_file_kinds: ClassVar[dict[str, str]] = {}  # no CORRUPT: no data files to name
     roles: ClassVar[dict[str, Role]] = {"leader": Role("leader", "the node holding the queue")}
     absent_targets: ClassVar[dict[str, str]] = {"zk": "a fake cluster has no coordinators"}
     ports: ClassVar[dict[str, tuple[int, ...]]] = {"replication": (REPLICATION_PORT,)}
@@ -575,5 +576,5 @@ CHECKLIST: dict[str, tuple[str, ...]] = {
             "FakeScenario.measurement_names"),
     "P26": ("FakeBroker.prefill", "FakeBroker.probes"),
     "P27": ("FakeCluster.node_states", "FakeCluster.exited", "FakeCluster.describe", "FakeCluster.seen_before",
-            "FakeCluster.close"),
+            "FakeCluster.close", "FakeCluster.data_file_kinds"),
 }

@@ -123,7 +123,29 @@ def check(run_dir, ordering="none", threshold=1.0) -> dict:
     out["read_gaps"] = _read_gaps(all_lines, threshold)
     out.update(log_figures(produce, consume))
     out.update(txn_figures(records, consume))
+    out.update(cycle_figures(records, consume))
+    replica = [json.loads(line) for f in sorted((run_dir / "history").glob("replica*.jsonl"))
+               for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    out.update(replica_figures(produce, replica))
     return out
+
+
+def replica_figures(produce, replica) -> dict:
+    """lost_on_node: per node and partition, the acknowledged writes at or below the node's
+    highest offset there that its log does not hold at their position."""
+    if not replica:
+        return {"replica_records": None, "lost_on_node": None}
+    hi: dict[tuple, int] = {}
+    have = set()
+    for r in replica:
+        key = (r["node"], r["source"])
+        hi[key] = max(hi.get(key, r["offset"]), r["offset"])
+        have.add((r["node"], r["source"], r["offset"], r["msg_id"]))
+    writes = [r for r in produce if r["outcome"] == "ok" and r.get("source") is not None
+              and r.get("offset") is not None]
+    lost = sum(1 for (node, src), end in hi.items() for w in writes
+               if w["source"] == src and w["offset"] <= end and (node, src, w["offset"], w["msg_id"]) not in have)
+    return {"replica_records": len(replica), "lost_on_node": lost}
 
 
 def txn_figures(records, consume) -> dict:
@@ -202,7 +224,7 @@ def log_figures(produce, consume) -> dict:
     out["unseen"] = out["lost_postfix"]
     if not written:
         out.update({k: None for k in ("lost_writes", "unseen", "lost_prefix", "lost_middle", "lost_postfix")})
-    out.update(_polls(reads, at), nonmonotonic_sends=_sends(writes))
+    out.update(_polls(reads, at), nonmonotonic_sends=_sends([r for r in writes if r.get("from_msg") is None]))
     return out
 
 
@@ -215,7 +237,7 @@ def _polls(reads, at) -> dict:
     lanes: dict[tuple, list] = defaultdict(list)
     for r in reads:
         lanes[(r["consumer"], r["source"])].append(r)
-    out = {"nonmonotonic_polls": 0, "nonmonotonic_polls_subscribe": 0, "poll_skips": 0}
+    out = {"nonmonotonic_polls": 0, "nonmonotonic_polls_subscribe": 0, "poll_skips": 0, "poll_skips_subscribe": 0}
     for (_, src), lane in lanes.items():
         lane.sort(key=lambda r: (r["t"], r["offset"]))
         for a, b in zip(lane, lane[1:]):
@@ -223,7 +245,7 @@ def _polls(reads, at) -> dict:
                 out["nonmonotonic_polls" if b.get("assigned") is not False else "nonmonotonic_polls_subscribe"] += 1
             between = bisect.bisect_left(known[src], b["offset"]) - bisect.bisect_right(known[src], a["offset"])
             if b["offset"] > a["offset"] and between > 0:
-                out["poll_skips"] += 1
+                out["poll_skips" if b.get("assigned") is not False else "poll_skips_subscribe"] += 1
     return out
 
 
@@ -344,3 +366,100 @@ def _unavailable(produce, threshold):
         else:
             merged.append([a, z])
     return [[round(a, 6), round(z, 6)] for a, z in merged]
+
+
+def cycle_figures(records, consume) -> dict:
+    """checkers.cycles's figures, from the definitions: T1 precedes T2 in a partition when
+    any committed write of T1 has a lower offset than one of T2 (every pair, not successive
+    writes); T1 -wr-> T2 when committed T2 read, at a position, T1's committed write there;
+    components by Kosaraju's two passes. ``records`` every produce line, ``consume`` the
+    deliveries."""
+    if not any(r.get("txn") is not None for r in records):
+        return dict.fromkeys(("cycles_g0", "cycles_g1c", "cycles_g1c_wr", "processed_twice", "unprocessed"))
+    writes = [r for r in records if r["outcome"] == "ok" and r.get("txn") is not None
+              and r.get("source") is not None and r.get("offset") is not None]
+    committed = {r["txn"] for r in writes}
+    by_src: dict[str, list] = defaultdict(list)
+    at = {}
+    for r in writes:
+        by_src[r["source"]].append((r["offset"], r["txn"]))
+        at[(r["source"], r["offset"], r["msg_id"])] = r["txn"]
+    edges = set()
+    for lane in by_src.values():
+        lane.sort()
+        for i, (_, t1) in enumerate(lane):
+            for _, t2 in lane[i + 1:]:
+                if t1 != t2:
+                    edges.add((t1, t2, "ww"))
+    for r in consume:
+        w = at.get((r.get("source"), r.get("offset"), r["msg_id"]))
+        if r.get("txn") in committed and w is not None and w != r["txn"]:
+            edges.add((w, r["txn"], "wr"))
+
+    def comps(kinds):
+        es = [(a, b) for a, b, k in edges if k in kinds]
+        return _kosaraju(es)
+
+    out = {}
+    lab = comps({"ww"})
+    out["cycles_g0"] = len({c for c, n in _sizes(lab).items() if n > 1})
+    lab = comps({"ww", "wr"})
+    out["cycles_g1c"] = len({lab[a] for a, b, k in edges if k == "wr" and lab[a] == lab[b]})
+    lab = comps({"wr"})
+    out["cycles_g1c_wr"] = len({c for c, n in _sizes(lab).items() if n > 1})
+    outs: dict[str, set] = defaultdict(set)
+    inputs = set()
+    processors = any(r.get("from_msg") is not None for r in records)
+    for r in records:
+        if r["outcome"] == "ok" and r.get("txn") is not None:
+            if r.get("from_msg") is None:
+                inputs.add(r["msg_id"])
+            else:
+                outs[r["from_msg"]].add(r["txn"])
+    out["processed_twice"] = sum(1 for ts in outs.values() if len(ts) > 1) if processors else None
+    out["unprocessed"] = sum(1 for m in inputs if not outs.get(m)) if processors else None
+    return out
+
+
+def _sizes(lab: dict) -> dict:
+    n: dict = defaultdict(int)
+    for c in lab.values():
+        n[c] += 1
+    return n
+
+
+def _kosaraju(es) -> dict:
+    succ, pred = defaultdict(list), defaultdict(list)
+    nodes = set()
+    for a, b in es:
+        succ[a].append(b)
+        pred[b].append(a)
+        nodes |= {a, b}
+    order, seen = [], set()
+    for s in sorted(nodes):
+        if s in seen:
+            continue
+        seen.add(s)
+        stack = [(s, iter(succ[s]))]
+        while stack:
+            v, it = stack[-1]
+            nxt = next((w for w in it if w not in seen), None)
+            if nxt is None:
+                order.append(v)
+                stack.pop()
+            else:
+                seen.add(nxt)
+                stack.append((nxt, iter(succ[nxt])))
+    lab = {}
+    for s in reversed(order):
+        if s in lab:
+            continue
+        lab[s] = s
+        todo = [s]
+        while todo:
+            v = todo.pop()
+            for w in pred[v]:
+                if w not in lab:
+                    lab[w] = s
+                    todo.append(w)
+    return lab

@@ -129,10 +129,11 @@ def test_a_generated_table_is_derived_again_byte_for_byte(doc, name, body, tmp_p
 
         monkeypatch.setattr(B, "REPO", tmp_path)  # its own JSON record goes there
         assert B.main([*args[3:], "--no-check-100k", "--into", str(copy), "--name", name]) == 0
-    elif args[:3] == ["python", "-m", "bench.log_bench"]:
-        from bench import log_bench
+    elif args[:3] in (["python", "-m", "bench.log_bench"], ["python", "-m", "bench.cycle_bench"]):
+        import importlib
 
-        assert log_bench.main([*args[3:], "--into", str(copy), "--name", name]) == 0
+        bench = importlib.import_module(args[2])
+        assert bench.main([*args[3:], "--into", str(copy), "--name", name]) == 0
     else:
         pytest.fail(f"{doc.name} table {name}: unknown command {by!r}")
     assert copy.read_text() == text, f"{doc.name} table {name} differs when derived again from its source"

@@ -12,7 +12,7 @@ import pytest
 from harness.scenario import ScenarioError, parse
 from nemesis import faults as F
 from nemesis import scheduler
-from nemesis.schedule import ScheduleError, load
+from nemesis.schedule import PACKAGES, ScheduleError, load
 from nemesis.schedule import parse as parse_schedule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +46,8 @@ def test_the_tables_derive_from_the_registry():
     assert {n: sorted(k.needs) for n, k in F.FAULT_TYPES.items() if k.needs} == {
         "kill": ["kill", "start"], "stop": ["start", "stop"], "pause": ["pause"], "unpause": ["pause"],
         "wipe": ["start", "wipe"], "start": ["start"], "restart": ["start", "stop"],
-        "rolling_restart": ["start", "stop"], "restart_app": ["restart_app"], "power_loss": ["power_loss", "start"]}
+        "rolling_restart": ["start", "stop"], "restart_app": ["restart_app"], "power_loss": ["power_loss", "start"],
+        "corrupt": ["corrupt"], "remove_member": ["membership"], "add_member": ["membership"]}
     assert {n: k.undo_key for n, k in F.FAULT_TYPES.items() if k.plan is F.plan_nodes and k.undo_key} == {
         "kill": "start", "stop": "start", "pause": "unpause", "power_loss": "start"}
     assert [n for n, k in F.FAULT_TYPES.items() if k.fs] == ["power_loss"]
@@ -56,7 +57,7 @@ def test_the_tables_derive_from_the_registry():
 
 def test_the_load_time_checks_ask_the_registry():
     nodes = ["rabbit1", "rabbit2", "rabbit3"]
-    with pytest.raises(ScheduleError, match=f"must be one of {list(F.FAULTS)}".replace("[", "\\[")):
+    with pytest.raises(ScheduleError, match=f"must be one of {list(F.FAULTS) + list(PACKAGES)}".replace("[", "\\[")):
         parse_schedule([{"at": 0, "fault": "partiton"}])
     # a cut's targets are a partition spec, a node fault's a target expression
     assert F.targets_problems("loss", "halves", nodes, {}) == []

@@ -35,10 +35,13 @@ OLD_CHECKER_KEYS = {"attempted", "ok", "fail", "info", "produce_records", "deliv
 # issue 36: where each message sits in the log (checkers.logs) and what a read_committed
 # reader saw of each transaction (checkers.txn)
 LOG_AND_TXN_KEYS = {"write_offsets", "read_offsets", "inconsistent_offsets", "duplicate_offsets", "lost_writes",
-                    "unseen", "lost_prefix", "lost_middle", "lost_postfix", "poll_skips", "nonmonotonic_polls",
-                    "nonmonotonic_polls_subscribe", "nonmonotonic_sends", "transactions_committed",
+                    "unseen", "lost_prefix", "lost_middle", "lost_postfix", "poll_skips", "poll_skips_subscribe",
+                    "nonmonotonic_polls",
+                    "nonmonotonic_polls_subscribe", "nonmonotonic_sends", "replica_records", "lost_on_node",
+                    "transactions_committed",
                     "transactions_aborted", "transactions_unknown", "aborted_reads", "uncommitted_reads",
-                    "torn_transactions", "lost_transactions"}
+                    "torn_transactions", "lost_transactions", "cycles_g0", "cycles_g1c", "cycles_g1c_wr",
+                    "processed_twice", "unprocessed"}
 OLD_RUN_FIELDS = [
     ("run_dir", "string"), ("scenario", "string"), ("scenario_id", "string"), ("broker", "string"),
     ("broker_version", "string"), ("brokers", "string"), ("started_at", "timestamp"),

@@ -13,7 +13,9 @@ import logging
 import os
 import shlex
 import subprocess
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +119,72 @@ class ContainerCluster(Cluster):
         if check and proc.returncode != 0:
             raise ClusterError(f"exec on {node} failed ({proc.returncode}): {shlex.join(cmd)}\n{out[-3000:]}")
         return proc.returncode, out
+
+    def archive(self, node: str, directory: str, pattern: str = "*", timeout: float = 120) -> bytes:
+        """A tar of ``directory``'s entries matching the shell ``pattern`` on a running
+        ``node``, as the node sees them (its own mounts): bytes, through docker exec."""
+        args = ["docker", "exec", node, "sh", "-c", 'cd "$1" && exec tar -cf - $2', "sh", directory, pattern]
+        try:
+            proc = subprocess.run(args, capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"archive of {directory} on {node} timed out after {timeout}s") from exc
+        if proc.returncode != 0:
+            raise ClusterError(f"archive of {directory} on {node} failed ({proc.returncode}): "
+                               f"{proc.stderr.decode(errors='replace')[-1000:]}")
+        return proc.stdout
+
+    # ---- storage: a file on a node, changed in place (running) or through a copy (stopped) --
+    def newest_files(self, node: str, directory: str, path_glob: str, name_glob: str,
+                     per_dir: bool = True) -> list[tuple[str, int]]:
+        """(path, size) of the newest file (by name: brokers number their segments and logs
+        with zero-padded counters) matching the globs under ``directory`` on a running
+        node: in each directory that holds some (``per_dir``), or over all."""
+        _, out = self.exec(node, ["find", directory, "-path", path_glob, "-name", name_glob, "-type", "f",
+                                  "-printf", "%h\t%f\t%s\n"], timeout=60)
+        newest: dict[str, tuple[str, int]] = {}
+        for line in out.splitlines():
+            parts = line.split("\t")
+            if len(parts) != 3 or not parts[2].isdigit():
+                continue
+            d, name, size = parts
+            key = d if per_dir else ""
+            if key not in newest or name > newest[key][0].rsplit("/", 1)[1]:
+                newest[key] = (f"{d}/{name}", int(size))
+        return sorted(newest.values())
+
+    def file_bytes(self, node: str, path: str, positions: list[int]) -> dict[int, int]:
+        if not self.running(node):
+            with self._copied(node, path) as local:
+                data = local.read_bytes()
+                return {p: data[p] for p in positions if p < len(data)}
+        script = ('f="$1"; shift; for p in "$@"; do printf "%s:" "$p"; '
+                  'dd if="$f" bs=1 skip="$p" count=1 2>/dev/null | od -An -tu1 | tr -d " \\n"; echo; done')
+        _, out = self.exec(node, ["sh", "-c", script, "sh", path, *map(str, positions)], timeout=60)
+        got = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        return {p: int(got[str(p)]) for p in positions if got.get(str(p), "").isdigit()}
+
+    def patch_file(self, node: str, path: str, changes: dict[int, int] | None = None,
+                   size: int | None = None) -> None:
+        if not self.running(node):
+            with self._copied(node, path) as local:
+                data = bytearray(local.read_bytes())
+                for p, b in (changes or {}).items():
+                    data[p] = b
+                local.write_bytes(bytes(data[:size] if size is not None else data))
+                docker("cp", "-a", str(local), f"{node}:{path}")
+            return
+        if size is not None:
+            self.exec(node, ["truncate", "-s", str(size), path], timeout=60)
+        for p, b in (changes or {}).items():  # in place: the broker's open file sees it
+            self.exec(node, ["sh", "-c", f"printf '\\{b:03o}' | dd of=\"$1\" bs=1 seek={p} count=1 conv=notrunc "
+                                         "2>/dev/null", "sh", path], timeout=60)
+
+    @contextmanager
+    def _copied(self, node: str, path: str):
+        """A stopped node's file, copied out (owner and mode kept) for the time of the block."""
+        with tempfile.TemporaryDirectory(prefix="mqchaos-file-") as tmp:
+            docker("cp", "-a", f"{node}:{path}", tmp)
+            yield Path(tmp) / Path(path).name
 
     # ---- node control -----------------------------------------------------------------
     def kill(self, node: str) -> None:

@@ -46,6 +46,8 @@ from harness.util import StopWaiting
 # Node-control capabilities (what the nemesis may ask of a broker's nodes).
 KILL, STOP, START, PAUSE, WIPE, RESTART_APP = "kill", "stop", "start", "pause", "wipe", "restart_app"
 POWER_LOSS = "power_loss"  # the nodes' data directories can forget what was never fsynced
+CORRUPT = "corrupt"  # the nodes' data files can be bit-flipped or truncated (Cluster.data_files)
+MEMBERSHIP = "membership"  # the run's replicated queue / partition can lose and gain members (Cluster.change_member)
 CONTAINER_CAPABILITIES = frozenset({KILL, STOP, START, PAUSE, WIPE, POWER_LOSS})
 
 
@@ -247,6 +249,35 @@ class Cluster(NodeAccess, abc.ABC):
         """Cut the power of ``nodes`` at once: each forgets what it never fsynced and dies;
         return what each dropped."""
         raise NotImplementedError(f"a {self.kind} cluster cannot lose power")
+
+    # ---- membership (capability MEMBERSHIP): an operator's change, not a fault -------------
+    def members(self, subject: str) -> list[str]:
+        """The nodes holding a member (replica) of ``subject`` now."""
+        raise NotImplementedError(f"a {self.kind} cluster cannot change members")
+
+    def change_member(self, op: str, node: str, subject: str) -> None:
+        """``op`` ``add`` or ``remove``: ``node``'s member of ``subject`` (the run's queue /
+        topic), as the broker's own tool does it."""
+        raise NotImplementedError(f"a {self.kind} cluster cannot change members")
+
+    # ---- storage (capability CORRUPT) ------------------------------------------------------
+    # what a ``corrupt`` fault may name in ``params.files``: kind -> what it is
+    data_file_kinds: ClassVar[dict[str, str]] = {}
+
+    def data_files(self, node: str, kind: str, subject: str | None) -> list[tuple[str, int]]:
+        """The running node's newest data files of ``kind`` (data_file_kinds), for
+        ``subject`` (the run's queue / topic): (path on the node, size)."""
+        raise NotImplementedError(f"a {self.kind} cluster has no data files to corrupt")
+
+    def file_bytes(self, node: str, path: str, positions: list[int]) -> dict[int, int]:
+        """The bytes at ``positions`` of a file on the node (running or not)."""
+        raise NotImplementedError(f"a {self.kind} cluster cannot read its nodes' files")
+
+    def patch_file(self, node: str, path: str, changes: dict[int, int] | None = None,
+                   size: int | None = None) -> None:
+        """Overwrite bytes of a file on the node in place (``changes``: position -> byte), or
+        cut it to ``size`` bytes; on a stopped node through a copy out and back."""
+        raise NotImplementedError(f"a {self.kind} cluster cannot change its nodes' files")
 
 
 class Broker(abc.ABC):

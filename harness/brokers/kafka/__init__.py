@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -13,17 +14,17 @@ from typing import Any
 from harness.brokers.compose import COMPOSE_DIR
 from harness.brokers.containers import docker
 from harness.brokers.generations import Generation, ImageSpec
-from harness.brokers.protocol import Broker
+from harness.brokers.protocol import Broker, ClusterError
 from harness.clients.base import Worker
 from harness.context import Drained, RunContext
-from harness.brokers.kafka import observe
+from harness.brokers.kafka import observe, segments
 from harness.brokers.kafka.clients import KafkaProducerWorker, KafkaReader
 from harness.brokers.kafka.cluster import KafkaCluster, KafkaConfig, ZooKeeperCluster
 from harness.brokers.kafka.generations import GENERATIONS, ZOOKEEPER, has, pom
 from harness.brokers.kafka.kraft_cluster import KRaftCluster
 from harness.brokers.kafka.model import KafkaScenario
 from harness.brokers.kafka.probes import KafkaProbes
-from harness.brokers.kafka.txn import KafkaTxnProducer
+from harness.brokers.kafka.txn import KafkaTxnProcessor, KafkaTxnProducer
 from harness.util import run as run_cmd
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,28 @@ def placement(brokers: list[str], controller: str | None, leader: str, rf: int) 
     others = [b for b in brokers if b != controller]
     order = [controller, *others] if leader == "controller" else [others[0], controller, *others[1:]]
     return order[:rf]
+
+
+def capture_replicas(ctx: RunContext) -> dict:
+    """Each running broker's log of the run's topic, from its segment files, as
+    history/replica-<node>.jsonl (harness/brokers/kafka/segments.py): per node what was
+    read, or why not (a node down at the drain has no replica to read)."""
+    out = {}
+    for node in ctx.cluster.brokers():
+        try:
+            tar = ctx.cluster.archive(node, segments.DATA_DIR, f"{ctx.sc.topic.name}-*")
+            lines, stats = segments.replica_lines(node, ctx.sc.topic.name, tar)
+        except (ClusterError, segments.SegmentError, tarfile.TarError, OSError) as e:
+            out[node] = {"error": str(e)[:300]}
+            continue
+        w = ctx.writer("replica", node)
+        try:
+            for line in lines:
+                w.write(line)
+        finally:
+            w.close()
+        out[node] = stats
+    return out
 
 
 class Kafka(Broker):
@@ -108,7 +131,8 @@ class Kafka(Broker):
                 f"p{i}", ctx.cluster.bootstrap_servers(), sc.topic.name, ctx.writer("produce", f"p{i}"), ctx.clock,
                 ctx.stop, rate=w.rate, max_messages=w.max_messages, txn_size=x.size, abort_every=x.abort_every,
                 transaction_timeout_ms=x.transaction_timeout_ms, request_timeout_ms=w.request_timeout_ms,
-                delivery_timeout_ms=w.delivery_timeout_ms, size=w.message_size) for i in range(w.producers)]
+                delivery_timeout_ms=w.delivery_timeout_ms, size=w.message_size, spread=x.spread)
+                for i in range(w.producers)]
         return [KafkaProducerWorker(
             f"p{i}", ctx.cluster.bootstrap_servers(), sc.topic.name, ctx.writer("produce", f"p{i}"), ctx.clock,
             ctx.stop, rate=w.rate, max_messages=w.max_messages, acks=w.acks,
@@ -117,15 +141,29 @@ class Kafka(Broker):
             size=w.message_size) for i in range(w.producers)]
 
     def consumers(self, ctx: RunContext) -> list[Worker]:
-        if ctx.sc.workload.transactions:  # read_committed, during the load: a read before a commit shows
-            return [KafkaReader("c0", ctx.cluster.bootstrap_servers(), ctx.sc.topic.name, ctx.writer("consume", "c0"),
+        w, bootstrap = ctx.sc.workload, ctx.cluster.bootstrap_servers()
+        if w.transactions:  # read_committed, during the load: a read before a commit shows
+            x = w.transactions
+            return [KafkaReader("c0", bootstrap, ctx.sc.topic.name, ctx.writer("consume", "c0"),
                                 ctx.clock, ctx.stop, timeout_s=ctx.sc.timing.drain_timeout,
-                                isolation="read_committed", follow=True)]
+                                isolation="read_committed", follow=True),
+                    *[KafkaTxnProcessor(
+                        f"x{i}", bootstrap, ctx.sc.topic.name, ctx.writer("produce", f"x{i}"), ctx.clock, ctx.stop,
+                        group="mqchaos-processors", txn_size=x.size, abort_every=x.abort_every,
+                        transaction_timeout_ms=x.transaction_timeout_ms, request_timeout_ms=w.request_timeout_ms,
+                        delivery_timeout_ms=w.delivery_timeout_ms, size=w.message_size, spread=x.spread,
+                        reads=ctx.writer("consume", f"x{i}")) for i in range(x.processors)]]
         return []  # the topic is read after the heal, from the beginning (drain)
 
     def drain(self, ctx: RunContext, consumers: list[Worker]) -> Drained:
         t = ctx.sc.timing
         t0 = time.monotonic()
+        processors = [c for c in consumers if isinstance(c, KafkaTxnProcessor)]
+        for x in processors:  # every input processed before the reader's last pass
+            x.finish()
+        for x in processors:
+            x.join(max(1.0, t.drain_timeout - (time.monotonic() - t0)))
+        stuck = [x.name for x in processors if not x.caught_up.is_set()]
         following = [c for c in consumers if isinstance(c, KafkaReader) and c.following.is_set()]
         if following:  # the load's own reader reads on to the end
             reader = following[0]
@@ -137,8 +175,11 @@ class Kafka(Broker):
             reader.start()
         reader.join(t.drain_timeout + 30)
         readers = consumers if following else [*consumers, reader]
-        return Drained({"complete": reader.complete, "seconds": round(time.monotonic() - t0, 1),
-                        "error": repr(reader.error) if reader.error else None}, readers)
+        error = reader.error or next((x.error for x in processors if x.error), None)
+        replicas = capture_replicas(ctx)
+        return Drained({"complete": reader.complete and not stuck, "seconds": round(time.monotonic() - t0, 1),
+                        "error": repr(error) if error else None, "replicas": replicas,
+                        **({"processors_not_caught_up": stuck} if stuck else {})}, readers)
 
     def sample(self, cluster: Any, sc: Any) -> dict:
         return observe.sample(cluster, sc)

@@ -29,7 +29,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.retry import KazooRetry
 
 from harness.brokers.compose import ComposeCluster
-from harness.brokers.protocol import ClusterError, Recorder, Role, RoleError, Steady
+from harness.brokers.protocol import CONTAINER_CAPABILITIES, CORRUPT, ClusterError, Recorder, Role, RoleError, Steady
 from harness.brokers.settings import Settings
 from harness.brokers.kafka import adminclient
 from harness.brokers.kafka.adminclient import ForeignAnswer, answered_by, partitions_of, pinned_config
@@ -152,6 +152,8 @@ class KafkaCluster(ComposeCluster):
     generations = GENERATIONS
     data_mounts = {"zk": "/var/lib/zookeeper", "kafka": "/var/lib/kafka"}
     fs_dirs = {"kafka": "/var/lib/kafka/data"}  # log.dirs; ZooKeeper's disks keep power
+    capabilities = CONTAINER_CAPABILITIES | {CORRUPT}
+    data_file_kinds = {"segment": "the newest log segment (.log) of each of the topic's partitions on the node"}
     roles = ROLES
     ports = {"internal": (INTERNAL_PORT,)}  # the brokers' own listener: replication
     zookeeper: ClassVar[bool]       # the mode (generations.ZOOKEEPER) the class brings up
@@ -164,6 +166,13 @@ class KafkaCluster(ComposeCluster):
         self._admin = None
         self._pinned: dict[str, Any] = {}  # node -> an AdminClient asking that broker only
         self._pinned_lock = threading.Lock()
+
+    def data_files(self, node: str, kind: str, subject: str | None) -> list[tuple[str, int]]:
+        """``subject`` ``TOPIC`` (every partition's) or ``TOPIC/P`` (the nemesis's: partition P's)."""
+        if kind not in self.data_file_kinds or not subject:
+            raise ClusterError(f"no {kind!r} data files (kinds: {', '.join(self.data_file_kinds)}; a topic is needed)")
+        topic, _, part = subject.partition("/")
+        return self.newest_files(node, "/var/lib/kafka/data", f"*/{topic}-{part or '[0-9]*'}/*", "*.log")
 
     # ---- topology -------------------------------------------------------------------
     def brokers(self) -> list[str]:

@@ -67,6 +67,13 @@ class Transactions(Strict):
     size: int = Field(5, ge=1, le=1000)
     abort_every: int = Field(4, ge=0)
     transaction_timeout_ms: int = Field(10_000, ge=1000)
+    # consume-transform-produce (KIP-98/447): processors in one consumer group read the topic
+    # read_committed and write each producer's message back, transformed, in a transaction
+    # that also commits their read offsets (send_offsets_to_transaction)
+    processors: int = Field(0, ge=0, le=8)
+    # a transaction's messages keyed one by one (over the partitions), not all by their
+    # producer: transactions then overlap on several partitions (checkers.cycles)
+    spread: bool = False
 
 
 class KafkaWorkload(BaseWorkload):

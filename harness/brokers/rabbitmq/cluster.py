@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.compose import ComposeCluster
 from harness.brokers.containers import docker
-from harness.brokers.protocol import CONTAINER_CAPABILITIES, RESTART_APP, ClusterError, Recorder, Steady
+from harness.brokers.protocol import CONTAINER_CAPABILITIES, CORRUPT, MEMBERSHIP, RESTART_APP, ClusterError, Recorder, Steady
 from harness.brokers.settings import Settings
 from harness.brokers.rabbitmq import ctl, mgmt, queues, recovery
 from harness.brokers.rabbitmq.ctl import parse_recoverable
@@ -116,8 +116,30 @@ class RabbitCluster(ComposeCluster):
     generations = GENERATIONS
     data_mounts = {"rabbit": "/var/lib/rabbitmq"}
     fs_dirs = {"rabbit": "/var/lib/rabbitmq/mnesia"}  # RABBITMQ_MNESIA_BASE: queues, stores, metadata
-    capabilities = CONTAINER_CAPABILITIES | {RESTART_APP}
+    capabilities = CONTAINER_CAPABILITIES | {RESTART_APP, CORRUPT, MEMBERSHIP}
     roles = queues.ROLES
+    # (path glob under the mnesia base, file name glob, newest per directory or overall)
+    _DATA_FILES = {"wal": ("*/quorum/*", "*.wal", False), "segment": ("*/quorum/*", "*.segment", True),
+                   "stream": ("*/stream/*", "*.segment", True)}
+    data_file_kinds = {"wal": "the quorum queues' newest Ra write-ahead log file",
+                       "segment": "each quorum queue member's newest Ra segment file",
+                       "stream": "each stream's newest segment file"}
+
+    def members(self, subject: str) -> list[str]:
+        return queues.members_of(self.queue(subject) or {})["members"]
+
+    def change_member(self, op: str, node: str, subject: str) -> None:
+        """rabbitmq-queues add_member / delete_member, run on a running node other than
+        ``node`` (the member removed may be down)."""
+        verb = {"add": "add_member", "remove": "delete_member"}[op]
+        at = next((n for n in self.brokers() if n != node and self.running(n)), node)
+        self.exec(at, ["rabbitmq-queues", verb, subject, erlang_node(node)], timeout=120)
+
+    def data_files(self, node: str, kind: str, subject: str | None) -> list[tuple[str, int]]:
+        if kind not in self._DATA_FILES:
+            raise ClusterError(f"no {kind!r} data files (kinds: {', '.join(self.data_file_kinds)})")
+        path, name, per_dir = self._DATA_FILES[kind]
+        return self.newest_files(node, self.fs_dirs["rabbit"], f"{self.fs_dirs['rabbit']}/{path}", name, per_dir)
 
     def __init__(self, project: str | None = None) -> None:
         super().__init__(project)

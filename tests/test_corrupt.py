@@ -1,0 +1,116 @@
+"""The ``corrupt`` fault (nemesis/faults.py) against a fake cluster's files: planned from the
+seed before it acts, its evidence the bytes before and after, a change that does not read
+back an ineffective fault."""
+import json
+
+import pytest
+
+from fakes import FakeRabbit
+from harness.history import RunClock
+from nemesis.core import LOG_FILE, Nemesis
+
+
+class FilesRabbit(FakeRabbit):
+    """FakeRabbit whose nodes hold files (bytes) and can corrupt them."""
+    data_file_kinds = {"wal": "a write-ahead log"}
+
+    def __init__(self, tmp_path, broken=False):
+        super().__init__(tmp_path)
+        self.files = {n: {"/m/q/1.wal": bytearray(b"0123456789" * 10)} for n in self.nodes()}
+        self.broken = broken  # writes that do not stick
+
+    def data_files(self, node, kind, subject):
+        return [(p, len(b)) for p, b in self.files[node].items()]
+
+    def file_bytes(self, node, path, positions):
+        data = self.files[node][path]
+        return {p: data[p] for p in positions if p < len(data)}
+
+    def patch_file(self, node, path, changes=None, size=None):
+        self.calls.append(("patch", node, path, self.running(node)))
+        if self.broken:
+            return
+        data = self.files[node][path]
+        for p, b in (changes or {}).items():
+            data[p] = b
+        if size is not None:
+            del data[size:]
+
+
+def _records(tmp_path):
+    return [json.loads(x) for x in (tmp_path / LOG_FILE).read_text().splitlines()]
+
+
+def test_a_bitflip_changes_one_bit_per_chosen_byte_and_records_them(tmp_path):
+    c = FilesRabbit(tmp_path)
+    original = bytes(c.files["rabbit2"]["/m/q/1.wal"])
+    with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, seed=4) as nem:
+        f = nem.apply("corrupt", "rabbit2", files="wal", bytes=3, tail=20)
+    after = c.files["rabbit2"]["/m/q/1.wal"]
+    diff = [i for i in range(len(original)) if original[i] != after[i]]
+    assert len(diff) == 3 and all(i >= 80 for i in diff)
+    assert all(bin(original[i] ^ after[i]).count("1") == 1 for i in diff)
+    entry = f.details["files"]["rabbit2"][0]
+    assert entry["positions"] == diff and set(entry["bytes"]) == {str(i) for i in diff}
+    assert f.details["effective"] is True and c.files["rabbit1"]["/m/q/1.wal"] == bytearray(original)
+    rec = _records(tmp_path)[0]
+    assert rec["fault"] == "corrupt" and rec["details"]["files"]["rabbit2"][0]["path"] == "/m/q/1.wal"
+
+
+def test_crash_then_corrupt_kills_first_then_a_start_lifts_it(tmp_path):
+    c = FilesRabbit(tmp_path)
+    with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, seed=1) as nem:
+        f = nem.apply("corrupt", "rabbit3", files="wal", mode="truncate", bytes=40, crash=True)
+        assert c.state["rabbit3"] == "exited" and f in nem.active_faults()
+        assert ("patch", "rabbit3", "/m/q/1.wal", False) in c.calls  # changed while down
+        nem.apply("start", "rabbit3")
+        assert f not in nem.active_faults()
+    assert len(c.files["rabbit3"]["/m/q/1.wal"]) == 60 and f.details["effective"] is True
+    assert f.details["evidence"]["down"] == {"rabbit3": True}
+
+
+def test_a_change_that_does_not_read_back_is_no_effect(tmp_path):
+    c = FilesRabbit(tmp_path, broken=True)
+    with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False) as nem:
+        f = nem.apply("corrupt", "rabbit1", files="wal")
+    assert f.details["effective"] is False
+
+
+@pytest.mark.parametrize("params, error", [({"files": "nope"}, "params.files"),
+                                           ({"files": "wal", "mode": "shred"}, "params.mode")])
+def test_a_bad_corrupt_step_names_its_field(tmp_path, params, error):
+    c = FilesRabbit(tmp_path)
+    with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False) as nem:
+        with pytest.raises(Exception, match=error):
+            nem.apply("corrupt", "rabbit1", **params)
+
+
+class MembersRabbit(FakeRabbit):
+    """FakeRabbit whose queue has members the operator can change (or not, ``stuck``)."""
+
+    def __init__(self, tmp_path, stuck=False):
+        super().__init__(tmp_path)
+        self.held, self.stuck = ["rabbit1", "rabbit2", "rabbit3"], stuck
+
+    def members(self, subject):
+        return list(self.held)
+
+    def change_member(self, op, node, subject):
+        self.calls.append((op, node, subject))
+        if not self.stuck:
+            self.held = sorted(set(self.held) - {node}) if op == "remove" else sorted(set(self.held) | {node})
+
+
+def test_membership_changes_are_proved_by_the_member_set(tmp_path):
+    c = MembersRabbit(tmp_path)
+    with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
+        r = nem.apply("remove_member", "rabbit3")
+        a = nem.apply("add_member", "rabbit3")
+    assert r.details["members_before"] == ["rabbit1", "rabbit2", "rabbit3"]
+    assert r.details["evidence"]["members_after"] == ["rabbit1", "rabbit2"] and r.details["effective"] is True
+    assert a.details["evidence"]["members_after"] == ["rabbit1", "rabbit2", "rabbit3"] and a.details["effective"]
+    assert ("remove", "rabbit3", "q") in c.calls and not nem.active_faults()
+    stuck = MembersRabbit(tmp_path, stuck=True)
+    with Nemesis(stuck, tmp_path / "s", clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
+        f = nem.apply("remove_member", "rabbit2", timeout=0.2)
+    assert f.details["effective"] is False  # the tool answered, the member stayed: no effect
