@@ -172,14 +172,16 @@ def measure(sizes: list[int], k: int) -> dict:
                      "expected": want, "exact": found == want,
                      "transactions": int(res["transactions_committed"] or 0)})
         print(json.dumps(rows[-1]), flush=True)
+    import os
     return {"bench": "cycle_bench", "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "cpus": __import__("os").cpu_count(), "rows": rows}
+            "cpus": os.cpu_count(), "driver_memory": os.environ.get("MQCHAOS_DRIVER_MEMORY", "4g"), "rows": rows}
 
 
 def table(record: dict) -> list[str]:
     head = ["writes", "committed transactions", "identity check s", "with log + transaction checks s",
             "with the cycle search too s", "cycle search added s", "every planted figure exact"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [f"Spark driver memory {record.get('driver_memory', '4g')}.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in record["rows"]:
         lines.append(f"| {r['messages']:,} | {r['transactions']:,} | {r['identity_s']} | {r['without_cycles_s']} | "
                      f"{r['with_cycles_s']} | {round(r['with_cycles_s'] - r['without_cycles_s'], 1)} | "
