@@ -14,6 +14,7 @@ one warm Spark session: identity alone, everything but the cycle queries, everyt
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -172,7 +173,6 @@ def measure(sizes: list[int], k: int) -> dict:
                      "expected": want, "exact": found == want,
                      "transactions": int(res["transactions_committed"] or 0)})
         print(json.dumps(rows[-1]), flush=True)
-    import os
     return {"bench": "cycle_bench", "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "cpus": os.cpu_count(), "driver_memory": os.environ.get("MQCHAOS_DRIVER_MEMORY", "4g"), "rows": rows}
 

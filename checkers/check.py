@@ -83,7 +83,7 @@ def _queries(m, produce, consume, rules: dict, large: bool, threshold: float, lo
     # Then, for runs with loss, a small job over the per-message rows.
     lossy = {rid: d["lost_window"][1] for rid, d in ident.items() if d.get("lost") and d.get("lost_window")}
     detail = (A.loss_detail(m, produce, lossy, sum(ident[r]["lost"] for r in lossy)) if lossy else {})
-    return ident, collide, unav, reads, order, detail, log_parts, (txns, cycle_parts)
+    return ident, collide, unav, reads, order, detail, log_parts, txns, cycle_parts
 
 
 def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce, consume,
@@ -95,7 +95,7 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
         if not large:  # kept for the loss's detail, if there is loss
             m = m.cache()
         try:
-            ident, collide, (unav, unav_p), reads, order, detail, log_parts, txns = _queries(
+            ident, collide, (unav, unav_p), reads, order, detail, log_parts, txns, cycle_parts = _queries(
                 m, produce, consume, rules, large, threshold, logs, txn, replica)
         finally:
             if not large:
@@ -125,7 +125,6 @@ def _check(spark, runs: list[Run], ids: dict, rules: dict, large: bool, produce,
         raise HistoryError("Spark read history files it cannot attribute to a run directory "
                            f"(unusual characters in a path?): {len(unknown)} run ids")
     logs = L.combine(log_parts, ids)
-    txns, cycle_parts = txns
     for rid, figures in X.combine(txns, ids).items():
         logs[rid].update(figures)
     for rid, figures in Y.combine(cycle_parts, set(txns or {}), ids).items():

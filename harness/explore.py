@@ -30,7 +30,7 @@ from harness.brokers.protocol import CORRUPT
 from nemesis.faults import CRASHES, LIFTED_BY
 from nemesis.faults import DRAWN as FAULT_DRAWN
 from nemesis.faults import FAULT_TYPES
-from nemesis.schedule import PACKAGE_DRAWN, PACKAGES
+from nemesis.schedule import PACKAGE_DRAWN, PACKAGES, choreography_span
 
 # what each kind is drawn with (its targets, params): the fault registry's, the schedule's
 DRAWN = {**FAULT_DRAWN, **PACKAGE_DRAWN}
@@ -39,7 +39,6 @@ DRAWN = {**FAULT_DRAWN, **PACKAGE_DRAWN}
 @dataclass
 class Draw:
     seed: int
-    faults: list[str]
     groups: list[list[dict]] = field(default_factory=list)  # each group: its explicit steps
 
     def steps(self, keep: list[int] | None = None) -> list[dict]:
@@ -56,7 +55,7 @@ def draw(faults: list[str], seed: int, duration: float, on: tuple[float, float] 
     if unknown:
         raise ValueError(f"explore: cannot draw {unknown} (drawable: {', '.join(DRAWN)})")
     rng = random.Random(seed)
-    d, t = Draw(seed, list(faults)), start
+    d, t = Draw(seed), start
     while t < duration:
         kind = rng.choice(faults)
         spec = DRAWN[kind]
@@ -65,7 +64,7 @@ def draw(faults: list[str], seed: int, duration: float, on: tuple[float, float] 
             crashes = [c for c in CRASHES if c in faults] or [CRASHES[0]]
             params = dict(spec["params"], crash=rng.choice(crashes))
             group = [{"at": round(t, 3), "fault": kind, "targets": dict(spec["targets"]), "params": params}]
-            held = 1 + params["down"] + params["after"]
+            held = choreography_span(params)
         else:
             held = round(rng.uniform(*on), 3)
             step = {"at": round(t, 3), "fault": kind, "targets": spec["targets"], "label": label}

@@ -199,9 +199,8 @@ PUBLISHED_KEYS: tuple[str, ...] = keys(Row, PUBLISHED)
 # check.json's figures of where messages sit in a log, of transactions and of their cycles
 # (checkers.logs, checkers.txn, checkers.cycles), in schema order, each group with its
 # samples' key: a report lists those a run has (not None)
+_PLACE = {k: i for i, k in enumerate(CheckResult.__annotations__)}
 DETAIL_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (samples, tuple(k for k in JUDGED_KEYS
-                    if list(CheckResult.__annotations__).index(first) <= list(CheckResult.__annotations__).index(k)
-                    < list(CheckResult.__annotations__).index(samples)))
+    (samples, tuple(k for k in JUDGED_KEYS if _PLACE[first] <= _PLACE[k] < _PLACE[samples]))
     for first, samples in (("write_offsets", "log_samples"), ("transactions_committed", "txn_samples"),
                            ("cycles_g0", "cycle_samples")))

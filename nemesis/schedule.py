@@ -81,6 +81,16 @@ def is_bound(targets: Any) -> bool:
     return isinstance(targets, str) and targets.startswith(BOUND)
 
 
+# a choreography's times by default: the crash ``gap`` after the first part, ``down`` for
+# how long it stays crashed, ``after`` how long the first stays away once it is back
+CHOREOGRAPHY_TIMES = {"gap": 1.0, "down": 10.0, "after": 10.0}
+
+
+def choreography_span(params: dict) -> float:
+    """How long a choreography with ``params`` holds its first part (gap + down + after)."""
+    return sum(float(params.get(k, v)) for k, v in CHOREOGRAPHY_TIMES.items())
+
+
 def _choreography(data: dict, where: str, label: str) -> list[Step]:
     """A pause_kill / part_kill step as the steps it stands for (see the module's doc)."""
     _check_keys(where, data, {"at", "fault", "targets", "params"}, {"at", "fault"})
@@ -92,9 +102,9 @@ def _choreography(data: dict, where: str, label: str) -> list[Step]:
     if crash not in CRASHES:
         raise ScheduleError(f"{where}.params: field 'crash' must be one of {list(CRASHES)}, not {crash!r}")
     at = _num(where, "at", data["at"])
-    gap = _num(where, "gap", params.get("gap", 1.0))
-    down = _num(where, "down", params.get("down", 10.0), 0.001)
-    after = _num(where, "after", params.get("after", 10.0))
+    gap = _num(where, "gap", params.get("gap", CHOREOGRAPHY_TIMES["gap"]))
+    down = _num(where, "down", params.get("down", CHOREOGRAPHY_TIMES["down"]), 0.001)
+    after = _num(where, "after", params.get("after", CHOREOGRAPHY_TIMES["after"]))
     count = int(_num(f"{where}.targets", "count", targets.get("count", 1), 1))
     first = targets.get("first", "random:1")
     if not isinstance(first, (str, list)):

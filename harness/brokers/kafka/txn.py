@@ -92,7 +92,7 @@ class KafkaTxnProducer(Worker):
             n = min(self.txn_size, self.max_messages - seq)
             outs = [self._out(f"{self.name}-{s}", self.name, s, {}) for s in range(seq, seq + n)]
             seq += n
-            p = self._one(p, self._next_txn(), outs)
+            p, _ = self._one(p, self._next_txn(), outs)
         _dispose(p)
 
     def _next_txn(self) -> str:
@@ -120,10 +120,10 @@ class KafkaTxnProducer(Worker):
                 self.stop_me.wait(1.0)
         return None
 
-    def _one(self, p: Producer, txn: str, outs: list[Out], offsets=None) -> Producer | None:
+    def _one(self, p: Producer, txn: str, outs: list[Out], offsets=None) -> tuple[Producer | None, str]:
         """One transaction: its messages sent (and, for a processor, its read offsets added
         by ``offsets(p)``), then committed or aborted; the producer to go on with (a fresh
-        one after a fatal error, None if none could be made)."""
+        one after a fatal error, None if none could be made) and the transaction's outcome."""
         t_sent = {}
         try:
             p.begin_transaction()
@@ -158,8 +158,8 @@ class KafkaTxnProducer(Worker):
         except KafkaException as e:  # the abort's own outcome unknown: so is the transaction's
             return "info", f"{why}; abort: {e}", False
 
-    def _ended(self, p, txn, outs, t_sent, t_commit, outcome, error, aborted, fatal=False) -> Producer | None:
-        self.outcome = outcome
+    def _ended(self, p, txn, outs, t_sent, t_commit, outcome, error, aborted,
+               fatal=False) -> tuple[Producer | None, str]:
         for o in outs:
             if o.msg_id not in t_sent:  # never handed to the client: not sent at all
                 continue
@@ -175,8 +175,8 @@ class KafkaTxnProducer(Worker):
             # a fatal error, or a commit whose outcome is unknown: the producer may not go on
             # with this transactional.id's state; a fresh one fences the old and recovers it
             _dispose(p)
-            return self._start()
-        return p
+            return self._start(), outcome
+        return p, outcome
 
     def _report(self, msg_id: str):
         def cb(err, msg):
@@ -202,7 +202,6 @@ class KafkaTxnProcessor(KafkaTxnProducer):
         self.idle_s, self.reads = idle_s, reads  # its reads go to the consume log
         self.finishing = threading.Event()
         self.caught_up = threading.Event()
-        self.outcome: str | None = None
 
     def finish(self) -> None:
         self.finishing.set()
@@ -250,8 +249,8 @@ class KafkaTxnProcessor(KafkaTxnProducer):
         def offsets(prod: Producer) -> None:
             prod.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(),
                                              self.op_timeout)
-        p = self._one(p, txn, outs, offsets)
-        if self.outcome != "ok":
+        p, outcome = self._one(p, txn, outs, offsets)
+        if outcome != "ok":
             self._rewind(c)
         return p
 
