@@ -2,6 +2,7 @@
 when the command runs: `mqchaos heal` need not start pyspark)."""
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -249,11 +250,16 @@ def matrix(only, versions, repeat, retries, kind, master, dry_run, from_runs, sc
 @click.option("--tally", is_flag=True,
               help="BATCH_DIR holds published batches (docs/batches): per scenario and version, held k of n "
                    "over every run in their summaries, with a 95 % Wilson interval.")
+@click.option("--claims", "as_claims", is_flag=True,
+              help="BATCH_DIR holds published batches: the seed claims (SEED-CLAIMS.md items) one by one, the "
+                   "rows whose claims: name each (scenarios/*.yaml) and their runs' tally.")
+@click.option("--explore", "as_explore", is_flag=True,
+              help="BATCH_DIR holds explore records (docs/batches/explore-*.json): one row per explored run.")
 @click.option("--as", "as_name", default=None,
               help="The published copy's directory under docs/batches (default: the batch's own name).")
 @click.option("--batches", type=click.Path(file_okay=False), default=None,
               help="Where published copies go (default: the repository's docs/batches).")
-def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_name, batches):
+def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_claims, as_explore, as_name, batches):
     """Write a batch's table (its summary.json, or with --matrix its matrix.json) into a
     document between its markers, so the figures in README.md and docs/ come from the runs,
     never typed. A batch under results/ (not committed) is first copied, compact, to
@@ -266,19 +272,66 @@ def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_name, batches):
 
     wanted = set(only.split(",")) if only else None
     try:
-        lines, source, count = _doc_source(Path(batch_dir), wanted, as_matrix, tally,
-                                           Path(batches) if batches else R.DOC_BATCHES, as_name)
+        if as_explore:
+            lines, source, count = _explore_source(Path(batch_dir))
+        elif as_claims:
+            lines, source, count = _claims_source(Path(batch_dir))
+        else:
+            lines, source, count = _doc_source(Path(batch_dir), wanted, as_matrix, tally,
+                                               Path(batches) if batches else R.DOC_BATCHES, as_name)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     flags = (" --matrix" if as_matrix else "") + (" --tally" if tally else "") + (f" --only {only}" if only else "")
-    by = f"mqchaos doc-table {R.repo_path(source.parent if not tally else Path(batch_dir))}{flags}"
-    shown = R.repo_path(source) if not tally else f"{R.repo_path(Path(batch_dir))}/*/{R.SUMMARY_JSON}"
+    flags += (" --explore" if as_explore else "") + (" --claims" if as_claims else "")
+    whole = tally or as_explore or as_claims  # a pattern over the directory, not one batch's file
+    by = f"mqchaos doc-table {R.repo_path(source.parent if not whole else Path(batch_dir))}{flags}"
+    shown = (R.repo_path(source) if not whole else
+             f"{R.repo_path(Path(batch_dir))}/{EXPLORE_RECORDS if as_explore else '*/' + R.SUMMARY_JSON}")
+    if as_claims:
+        shown += f" {SCENARIO_FILES}"
     path = Path(doc)
     try:
         path.write_text(R.splice(path.read_text(), name, lines, shown, by=by))
     except ValueError as e:
         raise click.ClickException(f"{doc}: {e}") from None
     click.echo(f"{doc}: table {name}, {count} rows from {shown}")
+
+
+EXPLORE_RECORDS = "explore-*.json"  # published explore records (`mqchaos explore`'s explore.json)
+
+
+SCENARIO_FILES = "scenarios/*.yaml"  # the catalogue, named from the repository's root
+
+
+def _claims_source(batch_dir):
+    """The seed-claim table: every scenario's ``claims:``, every published batch's runs."""
+    import json
+
+    from harness import rows as R
+    from harness.scenario import read
+    from harness.spec import SEED_CLAIMS
+
+    files = sorted(batch_dir.glob(f"*/{R.SUMMARY_JSON}"))
+    rows = [r for f in files for r in json.loads(f.read_text())]
+    scenarios = []
+    for path in sorted(R.store.ROOT.glob(SCENARIO_FILES)):
+        data = read(str(path))
+        if data.get("claims"):
+            scenarios.append((data.get("id"), data["name"], [int(c) for c in data["claims"]]))
+    return R.claim_lines(scenarios, rows, SEED_CLAIMS), batch_dir, SEED_CLAIMS
+
+
+def _explore_source(batch_dir):
+    """The exploration table: every published explore record below ``batch_dir``."""
+    import json
+
+    from harness import explore as X
+
+    files = sorted(batch_dir.glob(EXPLORE_RECORDS))
+    if not files:
+        raise ValueError(f"{batch_dir}: no explore record ({EXPLORE_RECORDS})")
+    records = [json.loads(f.read_text()) for f in files]
+    return X.table_lines(records), batch_dir, len(records)
 
 
 def _doc_source(batch_dir, wanted, as_matrix, tally, batches, as_name):
@@ -392,7 +445,7 @@ def explore(base, faults, seed, duration, replay, shrink, shrink_budget, version
             return EXIT_UNKNOWN, ""
         code, r = run_scenario(sc)
         click.echo(f"{sc.name}: exit {code}; results in {r.dir}")
-        return code, str(r.dir)
+        return code, os.path.relpath(r.dir, store.results_root())  # the record names it below the root
 
     if replay:
         try:

@@ -28,9 +28,9 @@ from harness.windows import NAMED
 CHECKER_KEYS = set(JUDGED_KEYS) | {"unavailable_intervals", "unavailable_window", "lost_nodes", "drain_complete"}
 # Figures derived from the checker's: the share of confirmed messages lost (R4: the whole queue);
 # whether every lost write was taken by the nodes of one side of the first cut (R8).
-DERIVED_KEYS = {"lost_share", "lost_on_one_side"}
+DERIVED_KEYS = {"lost_share", "lost_on_one_side", "unknown_lost"}
 # What the run loop measures for every broker (run.json measurements).
-RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s", "redelivered_deliveries", "consumer_crashes",
+RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s", "redelivered_deliveries", "consumer_crashes", "consumer_cancels",
             "consumers_silent", "at_risk", "unsynced_bytes_dropped"}
 # The checker's figures taken again over the effect window (the bare name) when the run has
 # one; ``whole_run.NAME`` keeps the checker's whole-run figure.
@@ -99,6 +99,10 @@ def measured(result: dict, info: dict) -> dict:
     m["valid"] = result.get("valid")
     if isinstance(result.get("ok"), int) and isinstance(result.get("lost"), int) and result["ok"]:
         m["lost_share"] = round(result["lost"] / result["ok"], 4)
+    # writes with no known outcome (no confirm asked, or it never came) that were never read
+    # (seed 000: publishing without confirms): recovered counts info and fail writes read
+    if all(isinstance(result.get(k), int) for k in ("info", "recovered", "recovered_fail")):
+        m["unknown_lost"] = result["info"] - (result["recovered"] - result["recovered_fail"])
     m["drain_complete"] = (info.get("drain") or {}).get("complete")
     m["lost_window"] = result.get("lost_window")
     unav = result.get("unavailable") or []

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -127,20 +128,66 @@ def shrink(d: Draw, base: dict, run: Runner, budget: int = 6) -> list[dict]:
     return attempts
 
 
+def fault_seconds(groups: list[list[dict]]) -> float:
+    """How long the drawn schedule holds a fault on: each group from its first step to its
+    lift (a cut's duration, a choreography's span)."""
+    total = 0.0
+    for g in groups:
+        first = g[0]
+        if first["fault"] in PACKAGES:
+            total += choreography_span(first.get("params") or {})
+        elif first.get("duration") is not None:
+            total += float(first["duration"])
+        elif len(g) > 1:
+            total += float(g[-1]["at"]) - float(first["at"])
+    return round(total, 3)
+
+
+# a run's figures the record keeps (check.json), beside its version, history and check time
+FIGURES = ("valid", "reason", "attempted", "ok", "info", "lost", "duplicated", "ordering_violations",
+           "unavailable_s", "lost_on_node", "produce_records", "deliveries", "replica_records")
+
+
+def run_figures(run_dir: str) -> dict[str, Any]:
+    """What one explored run found (its check.json), the version it ran, its history's size,
+    how long the check took (the run's phases: check to end) and any client that failed."""
+    if not run_dir:
+        return {}
+    run_dir = str(Path(store.results_root()) / run_dir)  # a record names runs below the results root
+    check = store.read_check(run_dir) or {}
+    info = store.read_run(run_dir) or {}
+    out: dict[str, Any] = {k: check[k] for k in FIGURES if k in check}
+    out["version"] = (info.get("version") or {}).get("version")
+    history = Path(run_dir) / store.HISTORY
+    out["history_bytes"] = sum(f.stat().st_size for f in history.glob("*.jsonl")) if history.is_dir() else None
+    phases = info.get("phases") or {}
+    if "check" in phases and "end" in phases:
+        out["check_s"] = round(float(phases["end"]) - float(phases["check"]), 1)
+    if info.get("client_errors"):
+        out["client_errors"] = info["client_errors"]
+    events = info.get("client_events") or {}
+    if events:  # producers replaced after their client library failed (harness/brokers/kafka/clients.py)
+        out["clients_replaced"] = sum(len(v) for v in events.values())
+    return out
+
+
 def explore(base: dict, faults: list[str], seed: int, duration: float, run: Runner, out_dir: Path,
-            shrink_budget: int = 6) -> tuple[int, dict]:
+            shrink_budget: int = 6, figures: Callable[[str], dict] = run_figures) -> tuple[int, dict]:
     """One drawn schedule run against ``base``; shrunk if it found anomalies. The record
-    (seed, groups, runs, the shortest reproducing schedule) is written to ``out_dir``."""
+    (seed, groups, runs and what each found, the shortest reproducing schedule) is written
+    to ``out_dir``."""
     d = draw(faults, seed, duration, files=_data_files(base.get("broker")))
     code, where = run(scenario_of(base, d.steps(), seed, f"seed {seed}, faults {','.join(faults)}"))
     record: dict[str, Any] = {"base": base["name"], "seed": seed, "faults": faults, "duration": duration,
-                              "groups": d.groups, "run": where, "exit": code, "shrink": []}
+                              "groups": d.groups, "fault_s": fault_seconds(d.groups), "run": where, "exit": code,
+                              "shrink": []}
     if code == EXIT_INVALID:
         record["shrink"] = shrink(d, base, run, shrink_budget)
         reproduced = [a for a in record["shrink"] if a["exit"] == EXIT_INVALID]
         shortest = min(reproduced, key=lambda a: len(a["groups"]), default=None)
         record["shortest"] = {"groups": shortest["groups"] if shortest else list(range(len(d.groups))),
                               "steps": d.steps(shortest["groups"] if shortest else None)}
+    record["checks"] = {r: figures(r) for r in [where, *(a["run"] for a in record["shrink"])] if r}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "explore.json").write_text(json.dumps(record, indent=1) + "\n")
     return code, record
@@ -163,3 +210,54 @@ def _data_files(broker: str | None) -> str | None:
     except (KeyError, ValueError, TypeError):
         return None
     return next(iter(kinds), None)
+
+
+# ---- the published table (docs/findings.md: `mqchaos doc-table docs/batches --explore`) ----------
+VERDICTS = {0: "nothing found", 1: "anomalies", 2: "undecided"}
+TABLE_HEAD = ["base @ version", "seed", "drawn from", "groups", "schedule s", "fault on s", "attempted",
+              "acknowledged", "lost", "dup", "order viol.", "unavail. s", "history records", "check s",
+              "clients replaced", "verdict", "shortest schedule that still finds it"]
+
+
+def _version(record: dict, figures: dict) -> str:
+    found = re.search(r"--version (?:\w+=)?([\w.\-]+)", str(record.get("what", "")))
+    return figures.get("version") or (found.group(1) if found else "?")
+
+
+def _groups_text(groups: list[list[dict]], keep: list[int]) -> str:
+    def one(g: list[dict]) -> str:
+        first = g[0]
+        crash = (first.get("params") or {}).get("crash")
+        return first["fault"] + (f" ({crash})" if crash else "") + f" at {float(first['at']):g} s"
+    return "; ".join(one(groups[i]) for i in keep)
+
+
+def _clients(figures: dict) -> str:
+    """Producers replaced after a client-library failure, or the clients that crashed."""
+    if figures.get("clients_replaced"):
+        return str(figures["clients_replaced"])
+    return "crashed: " + ", ".join(sorted(figures["client_errors"])) if figures.get("client_errors") else ""
+
+
+def table_lines(records: list[dict]) -> list[str]:
+    """One row per explored run: its draw, what it found, and the shortest schedule the
+    shrink kept (with that run's finding), from the explore records."""
+    lines = ["| " + " | ".join(TABLE_HEAD) + " |", "|" + "---|" * len(TABLE_HEAD)]
+    for rec in sorted(records, key=lambda r: (r["base"], r["run"])):
+        checks = rec.get("checks") or {}
+        f = checks.get(rec["run"]) or {}
+        records_n = sum(int(f.get(k) or 0) for k in ("produce_records", "deliveries", "replica_records")) or ""
+        shortest = ""
+        if rec.get("exit") == EXIT_INVALID and rec.get("shortest"):
+            keep = rec["shortest"]["groups"]
+            run = next((a["run"] for a in rec.get("shrink") or [] if a["groups"] == keep and a["exit"] == EXIT_INVALID),
+                       rec["run"])
+            shortest = f"{_groups_text(rec['groups'], keep)}: {(checks.get(run) or {}).get('reason', '')}"
+        cells = [f"{rec['base']} @ {_version(rec, f)}", rec["seed"], ",".join(rec["faults"]), len(rec["groups"]),
+                 f"{float(rec['duration']):g}", rec.get("fault_s", fault_seconds(rec["groups"])),
+                 f.get("attempted", ""), f.get("ok", ""), f.get("lost", ""), f.get("duplicated", ""),
+                 f.get("ordering_violations", ""), f.get("unavailable_s", ""), records_n, f.get("check_s", ""),
+                 _clients(f), VERDICTS.get(rec.get("exit"), "?") + (f" ({f['reason']})" if rec.get("exit") == EXIT_INVALID and
+                                                      f.get("reason") else ""), shortest]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return lines

@@ -105,6 +105,8 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
     if sc.live_consumers:  # Q4's claim needs a crash and a redelivery to have happened
         m["redelivered_deliveries"] = sum(1 for r in consume if r.get("redelivered") is True)
         m["consumer_crashes"] = sum((info.get("consumer_crashes") or {}).values())
+        # cancel notifications the consumers received (x-cancel-on-ha-failover: seed 001)
+        m["consumer_cancels"] = sum((info.get("consumer_cancels") or {}).values())
         heal = phases.get("heal")
         end = phases.get("stop-producers") or (samples[-1]["t"] if samples else None)
         if fault_start is not None and heal is not None and end is not None:

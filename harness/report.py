@@ -55,6 +55,16 @@ def brokers_text(brokers: dict | None) -> str:
     return head + (f" ({nodes})" if nodes else "") if head or nodes else "versions not recorded"
 
 
+def history_text(run_dir: Path, result: dict, info: dict) -> str:
+    """How big the history the check read was, and how long the check took."""
+    files = list((Path(run_dir) / store.HISTORY).glob("*.jsonl"))
+    size = sum(f.stat().st_size for f in files)
+    counts = {k: result.get(k) for k in ("produce_records", "deliveries", "replica_records") if result.get(k)}
+    text = f"{sum(counts.values()):,} records ({value_text(counts)}), {size / 1e6:.1f} MB in {len(files)} files"
+    timing = info.get("check_timing") or {}
+    return text + (f"; checked in {timing['check_s']:g} s" if timing.get("check_s") is not None else "")
+
+
 def faults(run_dir: Path) -> list[dict]:
     return store.read_jsonl(Path(run_dir) / store.NEMESIS_LOG)
 
@@ -80,7 +90,8 @@ def markdown(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path]) 
           f"({result.get('reason')})",
           f"- prediction: **{ {True: 'held', False: 'DID NOT HOLD (finding)', None: 'undecided'}[v['held']] }** "
           f"— {v['reason']}",
-          f"- drain: {value_text(info.get('drain'))}"]
+          f"- drain: {value_text(info.get('drain'))}",
+          f"- history: {history_text(run_dir, result, info)}"]
     if info.get("self_healed") is False:
         md.append(f"- **{recovery_text(info)}** (a finding about availability)")
     md += ["", "| measure | value |", "|---|---|"]

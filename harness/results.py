@@ -165,6 +165,7 @@ class Row(TypedDict, total=False):
     requirements: list[dict[str, Any]]
     window: dict[str, Any]
     operator_events: list[dict[str, Any]]
+    operations: list[dict[str, Any]]  # the scenario's operator changes and their evidence (issue 39)
 
 
 # The row's figures from the check result: row column -> check result key (a batch's

@@ -162,6 +162,40 @@ def tally_lines(rows: list[Row]) -> list[str]:
                                   tally_text(t), str(t["runs"])] for t in tally(rows)])
 
 
+# ---- the seed claims (issue 37: docs/seeds.md) -----------------------------------------------
+# Which seed each SEED-CLAIMS.md item quotes (its sections, in order: the last item of each)
+CLAIM_SEEDS = ((21, "000 (RabbitMQ mirroring, partitions)"), (42, "001 (mirrored-queue guide)"),
+               (61, "002 (Kafka replication)"), (72, "003 (clustering, federation, partitions)"),
+               (76, "004 (quorum-queue local delivery)"))
+CLAIMS_HEAD = ["claim", "seed", "row(s) asserting it", "verdicts so far (held k of n decided runs)"]
+
+
+def claim_seed(n: int) -> str:
+    return next(seed for last, seed in CLAIM_SEEDS if n <= last)
+
+
+def claim_lines(scenarios: list[tuple[str | None, str, list[int]]], rows: list[Row], count: int) -> list[str]:
+    """Claim by claim (1..count), the rows whose ``claims:`` name it and the tally of their
+    published runs, per version; a claim no row asserts says so."""
+    by_claim: dict[int, list[tuple[str | None, str]]] = {}
+    for sid, name, claims in scenarios:
+        for c in claims:
+            by_claim.setdefault(c, []).append((sid, name))
+    tallies = tally(rows)
+    lines = []
+    for n in range(1, count + 1):
+        asserting = sorted(by_claim.get(n, []), key=lambda x: catalogue_order(*x))
+        if not asserting:
+            lines.append([str(n), claim_seed(n), "no row yet", "-"])
+            continue
+        names = {name for _, name in asserting}
+        seen = [f"{t['id'] or t['scenario']} @ {t['version'] or '-'}: {tally_text(t)}"
+                for t in tallies if t["scenario"] in names]
+        lines.append([str(n), claim_seed(n), ", ".join(f"{sid or name}" for sid, name in asserting),
+                      "; ".join(seen) or "not run yet"])
+    return md_table(CLAIMS_HEAD, lines)
+
+
 # ---- reporters -------------------------------------------------------------------------------
 
 TEXT_COLUMNS = ("scenario", "attempted", "confirmed", "lost", "duplicated", "unavailable_s", "verdict", "report")
@@ -329,7 +363,7 @@ NOT_REDERIVABLE = ("not re-derivable: its source was never committed; to be re-p
 # what a published row keeps: the figures the tables show and what decided its verdict (the
 # Row's keys marked Published, in their order: harness.results)
 COMPACT_KEYS = PUBLISHED_KEYS
-EVIDENCE_KEYS = ("checks", "requirements", "window", "operator_events")
+EVIDENCE_KEYS = ("checks", "requirements", "window", "operator_events", "operations")
 
 
 def run_name(run_dir: Path) -> str:
@@ -361,7 +395,27 @@ def _evidence(run_dir: Path) -> dict:
     out = {k: pred[k] for k in ("checks", "requirements") if pred.get(k)}
     window = (info.get("measurements") or {}).get("windows") or pred.get("window")
     ops = operator_events(run_dir, info)
-    return {**out, **({"window": window} if window else {}), **({"operator_events": ops} if ops else {})}
+    changes = operations(run_dir)
+    return {**out, **({"window": window} if window else {}), **({"operator_events": ops} if ops else {}),
+            **({"operations": changes} if changes else {})}
+
+
+def operations(run_dir: Path) -> list[dict]:
+    """The scenario's operator changes (upgrade, finalize, member changes: issue 39) as
+    nemesis.jsonl recorded them, with what showed each took effect (the nodes' versions, the
+    feature levels, the member sets before and after)."""
+    from nemesis.faults import OPERATIONS
+
+    out = []
+    for rec in store.read_jsonl(run_dir / store.NEMESIS_LOG):
+        if rec.get("fault") not in OPERATIONS:
+            continue
+        d = rec.get("details") or {}
+        keep = {k: v for k, v in d.items() if k.endswith("_before") or k in ("version", "sequence", "effective",
+                                                                              "evidence", "error")}
+        out.append({"fault": rec["fault"], "targets": rec.get("targets"), "t_start": rec.get("t_start"),
+                    "t_end": rec.get("t_end"), **keep})
+    return out
 
 
 def compact_row(r: Row) -> dict:

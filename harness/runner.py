@@ -368,9 +368,14 @@ class Run:
         for w in self.producers + self.consumers:
             w.join(15)
         self.info["consumer_crashes"] = {c.name: c.crashes for c in self.consumers if hasattr(c, "crashes")}
-        errors = {w.name: repr(w.error) for w in self.producers + self.consumers if w.error}
+        self.info["consumer_cancels"] = {c.name: c.cancels for c in self.consumers if hasattr(c, "cancels")}
+        errors = {w.name: repr(w.error) + (f" at {w.where}" if w.where else "")
+                  for w in self.producers + self.consumers if w.error}
         if errors:
             self.info["client_errors"] = errors
+        events = {w.name: w.events for w in self.producers + self.consumers if w.events}
+        if events:  # client-library failures a worker survived (its producer replaced)
+            self.info["client_events"] = events
         self.save_info()  # the checker reads the run's status from run.json
         if self.info["status"] == "completed":
             # the history is closed: checked while the logs are read and the cluster goes
@@ -393,8 +398,12 @@ class Run:
 
     def _check_and_report(self) -> int:
         self.phase("check")
+        t0 = time.monotonic()
         spark = session(None, "mqchaos-run")
+        t1 = time.monotonic()
         result = self.check(spark)
+        # the report shows it beside the history's size (issue 38: long runs)
+        self.info["check_timing"] = {"session_s": round(t1 - t0, 2), "check_s": round(time.monotonic() - t1, 2)}
         code = EXIT_UNKNOWN if result is None else self.finish(result)
         self.keep_copy(spark)
         return code

@@ -56,6 +56,9 @@ class Timing(Strict):
     heal_timeout: float = Field(180, gt=0)
 
 
+SEED_CLAIMS = 76  # the items of ../shared/SEED-CLAIMS.md (read 2026-11-25)
+
+
 class BaseScenario(Strict):
     """What every scenario has. A plug-in's subclass narrows ``broker`` to its name."""
     # the plug-in's field for its queue / topic (named in errors about a misplaced one)
@@ -83,7 +86,17 @@ class BaseScenario(Strict):
     # Quantities the source makes no claim about, measured and shown in the row beside the
     # verdict (no prediction: they decide nothing)
     measure: list[str] = Field(default_factory=list)
+    # The seed claims this row asserts, by their number in ../shared/SEED-CLAIMS.md (issue 37:
+    # docs/seeds.md's claim table is generated from these and the committed batches)
+    claims: list[int] = Field(default_factory=list)
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _claims_are_seed_items(self):
+        bad = [c for c in self.claims if not 1 <= c <= SEED_CLAIMS]
+        if bad:
+            raise ValueError(f"claims: {bad} are no item of SEED-CLAIMS.md (1 to {SEED_CLAIMS})")
+        return self
     # where the version came from: cli / scenario / env / default (harness.scenario sets it)
     _version_source: str = PrivateAttr("default")
     # the parsed schedule (nemesis.schedule.Step, sorted by ``at``), set by harness.scenario

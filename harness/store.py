@@ -138,7 +138,9 @@ class RunRecord(TypedDict, total=False):
     error: str                  # a harness error's text
     heal_error: str
     consumer_crashes: dict
+    consumer_cancels: dict
     client_errors: dict
+    client_events: dict
     measurements: dict          # harness.observe.measure + the probes'
     not_applicable: str
     catalogue: dict             # a batch's repeat and attempt

@@ -15,8 +15,8 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
-from harness.brokers.protocol import (CORRUPT, KILL, MEMBERSHIP, PAUSE, POWER_LOSS, RESTART_APP, START, STOP, WIPE,
-                                     Cluster)
+from harness.brokers.protocol import (CORRUPT, FEATURES, KILL, MEMBERSHIP, PAUSE, POWER_LOSS, QUORUM, QUORUM_MEMBERSHIP,
+                                     RESTART_APP, START, STOP, UPGRADE, WIPE, Cluster)
 from harness.util import wait_until
 from nemesis import grudge as g
 from nemesis import net
@@ -236,31 +236,108 @@ def _corrupt(ctx: Ctx, f: Fault, params: dict) -> None:
           bool(done) and all(done) and all(down.values()))
 
 
+def _members_of(ctx: Ctx, f: Fault) -> str | None:
+    """What a membership step changes: the metadata quorum's voters (``*_controller``,
+    KIP-853), else the run's queue / topic."""
+    return QUORUM if f.fault.endswith("_controller") else ctx.subject
+
+
 def plan_member(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
     """An operator's membership change (issue 39), not a fault: the run's queue / topic
-    (``subject``) loses (``remove_member``) or gains (``add_member``) the targets' members,
-    as the broker's own tool does it; instant, the members before and after as evidence."""
-    if not ctx.subject:
+    (``subject``), or the controllers, lose (``remove_*``) or gain (``add_*``) the targets'
+    members, as the broker's own tool does it; instant, the members before and after as
+    evidence."""
+    if not _members_of(ctx, f):
         raise TargetError(f"{f.fault} needs the run's queue or topic")
     f.targets = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.subject), f.fault)
-    f.details["members_before"] = ctx.cluster.members(ctx.subject)
+    f.details["members_before"] = ctx.cluster.members(_members_of(ctx, f))
     f.instant = True
 
 
 def _change_members(ctx: Ctx, f: Fault, params: dict) -> None:
-    add = f.fault == "add_member"
+    add, subject = f.fault.startswith("add_"), _members_of(ctx, f)
     for node in f.targets:
-        ctx.cluster.change_member("add" if add else "remove", node, ctx.subject)
+        ctx.cluster.change_member("add" if add else "remove", node, subject)
     after: list[str] = []
 
     def changed() -> bool:  # the broker's record follows the tool's answer, not always at once
-        after[:] = ctx.cluster.members(ctx.subject)
+        after[:] = ctx.cluster.members(subject)
         return all((n in after) == add for n in f.targets)
     try:
-        wait_until(changed, float(params.get("timeout", 30)), f"the members of {ctx.subject} to change", 0.5)
+        wait_until(changed, float(params.get("timeout", 30)), f"the members of {subject} to change", 0.5)
     except TimeoutError:
         pass
     prove(f, {"members_after": list(after)}, changed())
+
+
+def plan_upgrade(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    """A rolling upgrade (issue 39), an operator's change: each target in turn stopped
+    gracefully, started on ``params.version``'s image with its data kept, and waited for
+    until it has rejoined; the version each node reports before and after is the evidence."""
+    version = params.get("version")
+    reason = ctx.cluster.upgrade_reason(str(version)) if version else "upgrade needs params.version"
+    if reason:
+        raise TargetError(reason)
+    f.targets = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.subject), f.fault)
+    f.details.update({"version": str(version), "reported_before": {n: _reported(ctx, n) for n in f.targets}})
+    f.instant = True
+
+
+def _reported(ctx: Ctx, node: str) -> str | None:
+    try:
+        return ctx.cluster.node_version(node)
+    except Exception as e:  # noqa: BLE001 - a node that does not answer has no version to show
+        return f"no answer: {type(e).__name__}: {e}"[:200]
+
+
+def _upgrade(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
+    step = {"node": node, "stop": ctx.now()}
+    ctx.cluster.stop(node, timeout=float(params.get("timeout", 60)))
+    step["swap"] = ctx.now()
+    f.details.setdefault("sequence", []).append(step)
+    ctx.cluster.upgrade_node(node, f.details["version"])
+    ctx.cluster.wait_rejoined(node, float(params.get("rejoin_timeout", 180)))
+    step["rejoined"] = ctx.now()
+    step["reports"] = _reported(ctx, node)
+
+
+def same_release(reported: str | None, version: str) -> bool:
+    """Does a node's own version string (4.1.1) belong to a harness version (4.1, 3.9-kraft)?"""
+    release = version.split("-")[0]
+    return bool(reported) and (reported == release or str(reported).startswith(release + "."))
+
+
+def _upgraded(ctx: Ctx, f: Fault) -> None:
+    reports = {s["node"]: s.get("reports") for s in f.details.get("sequence") or []}
+    prove(f, {"reported_after": reports},
+          set(reports) == set(f.targets) and all(same_release(v, f.details["version"]) for v in reports.values()))
+
+
+def plan_features(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    """The cluster's feature level raised (Kafka: metadata.version; RabbitMQ: every feature
+    flag enabled), as the broker's own tool does it: an operator's change of the whole
+    cluster (no targets), the features before and after as evidence."""
+    f.targets = []
+    f.details["features_before"] = ctx.cluster.features()
+    f.instant = True
+
+
+def _finalize(ctx: Ctx, f: Fault, params: dict) -> None:
+    want = ctx.cluster.finalize_features(params)
+    after: dict[str, str] = {}
+
+    def reached() -> bool:
+        after.clear()
+        after.update(ctx.cluster.features())
+        return all(str(after.get(k, "")).startswith(v) for k, v in want.items())
+    try:
+        wait_until(reached, float(params.get("timeout", 60)), "the feature level to be raised", 1.0)
+    except TimeoutError:
+        pass
+    changed = {k: [f.details["features_before"].get(k), v] for k, v in after.items()
+               if f.details["features_before"].get(k) != v}
+    # a level already there changes nothing: the run would not test the change it names
+    prove(f, {"wanted": want, "features_after": after, "changed": changed}, reached() and bool(changed))
 
 
 # ---- executing: each acts, then records the evidence that it took effect ---------------------
@@ -438,6 +515,7 @@ class FaultType:
     crashes: bool = False  # the node dies at once (what a choreography's crash may be)
     # how ``mqchaos explore`` draws it (harness/explore.py): its targets and params; None: never
     drawn: Mapping[str, Any] | None = None
+    operation: bool = False  # an operator's change (issue 39), not a fault: its evidence is published
     does: str = ""  # what it does, in a few words (errors)
 
 
@@ -471,9 +549,20 @@ FAULT_TYPES: dict[str, FaultType] = _registry(
               drawn={"targets": "random:1", "params": {"mode": "bitflip", "bytes": 16, "tail": 65536, "crash": True}},
               does="bit-flips or truncates the nodes' newest data files"),
     FaultType("remove_member", plan_member, _change_members, needs=frozenset({MEMBERSHIP}),
+              operation=True,
               does="removes the nodes' members of the run's queue (an operator's change)"),
     FaultType("add_member", plan_member, _change_members, needs=frozenset({MEMBERSHIP}),
+              operation=True,
               does="adds members of the run's queue on the nodes (an operator's change)"),
+    FaultType("remove_controller", plan_member, _change_members, needs=frozenset({QUORUM_MEMBERSHIP}),
+              operation=True, does="removes the nodes from the metadata quorum's voters (KIP-853, an operator's change)"),
+    FaultType("add_controller", plan_member, _change_members, needs=frozenset({QUORUM_MEMBERSHIP}),
+              operation=True, does="adds the nodes to the metadata quorum's voters (KIP-853, an operator's change)"),
+    FaultType("upgrade", plan_upgrade, _each(_upgrade, _upgraded), default_targets="brokers",
+              needs=frozenset({STOP, START, UPGRADE}), operation=True,
+              does="moves the nodes, one by one, to another version's image, their data kept (an operator's change)"),
+    FaultType("finalize", plan_features, _finalize, default_targets="all", needs=frozenset({FEATURES}), operation=True,
+              does="raises the cluster's feature level: metadata.version, feature flags (an operator's change)"),
     FaultType("start", closes="start", default_targets="all", needs=frozenset({START}), does="starts nodes"),
     FaultType("unpause", closes="unpause", default_targets="all", needs=frozenset({PAUSE}), does="thaws nodes"),
     FaultType("restart", plan_nodes, _each(_rolling, _restarted), needs=frozenset({STOP, START}),
@@ -493,6 +582,7 @@ CUTS = tuple(n for n, t in FAULT_TYPES.items() if t.cut)
 BY_PORT = tuple(n for n, t in FAULT_TYPES.items() if t.by_port)
 CRASHES = tuple(n for n, t in FAULT_TYPES.items() if t.crashes)
 DRAWN = {n: t.drawn for n, t in FAULT_TYPES.items() if t.drawn}
+OPERATIONS = tuple(n for n, t in FAULT_TYPES.items() if t.operation)
 # the step that lifts a fault by its undo key (kill -> start, pause -> unpause)
 LIFTED_BY = {t.closes: n for n, t in FAULT_TYPES.items() if t.closes and t.closes != ALL}
 

@@ -81,6 +81,18 @@ def is_bound(targets: Any) -> bool:
     return isinstance(targets, str) and targets.startswith(BOUND)
 
 
+def bound_ref(targets: str) -> tuple[str, int | None]:
+    """A bound target's label, and for ``@pick:N:@label`` how many brokers outside what that
+    step hit to draw (None: the nodes it hit). ValueError when it is neither."""
+    ref = targets[len(BOUND):]
+    if not ref.startswith("pick:"):
+        return ref, None
+    _, n, other = ref.split(":", 2)
+    if not is_bound(other) or not n.isdigit() or int(n) < 1:
+        raise ValueError(f"{targets!r}: a pick is @pick:N:@label, N >= 1")
+    return bound_ref(other)[0], int(n)
+
+
 # a choreography's times by default: the crash ``gap`` after the first part, ``down`` for
 # how long it stays crashed, ``after`` how long the first stays away once it is back
 CHOREOGRAPHY_TIMES = {"gap": 1.0, "down": 10.0, "after": 10.0}
@@ -266,7 +278,10 @@ def _check_bound(steps: list[Step]) -> None:
     seen: set[str] = set()
     for st in steps:
         if is_bound(st.targets):
-            ref = st.targets.rsplit(BOUND, 1)[1]
+            try:
+                ref, _ = bound_ref(st.targets)
+            except ValueError as e:
+                raise ScheduleError(f"nemesis: {st.fault} at {st.at:g}s: targets {e}") from None
             if ref not in seen:
                 raise ScheduleError(f"nemesis: {st.fault} at {st.at:g}s: targets {st.targets!r} name no earlier "
                                     f"step's label (labels so far: {sorted(seen) or 'none'})")

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from harness.brokers.protocol import Cluster
 from nemesis.faults import Fault
-from nemesis.schedule import BOUND, Step, is_bound, parse
+from nemesis.schedule import Step, bound_ref, is_bound, parse
 from nemesis.targets import resolve
 
 log = logging.getLogger(__name__)
@@ -128,17 +128,15 @@ class Scheduler:
     def bind(self, targets: str) -> list[str]:
         """A choreography's bound target (nemesis.schedule.BOUND): the nodes an earlier part
         hit, or brokers it did not hit, drawn with the nemesis's seeded generator."""
-        ref = targets[len(BOUND):]
-        if ref.startswith("pick:"):
-            _, n, other = ref.split(":", 2)
-            hit = set(self.bind(other))
-            pool = sorted(set(self.nem.cluster.brokers()) - hit)
-            if len(pool) < int(n):
-                raise ValueError(f"{targets}: {n} broker(s) outside {sorted(hit)} wanted, {len(pool)} left")
-            return sorted(self.nem.rng.sample(pool, int(n)))
+        ref, pick = bound_ref(targets)
         if ref not in self.hit:
             raise ValueError(f"{targets}: the step labelled {ref} hit nothing (it failed or has not run)")
-        return list(self.hit[ref])
+        if pick is None:
+            return list(self.hit[ref])
+        pool = sorted(set(self.nem.cluster.brokers()) - set(self.hit[ref]))
+        if len(pool) < pick:
+            raise ValueError(f"{targets}: {pick} broker(s) outside {sorted(self.hit[ref])} wanted, {len(pool)} left")
+        return sorted(self.nem.rng.sample(pool, pick))
 
     def _apply_step(self, st: Step, condition: dict | None = None) -> Fault | None:
         try:

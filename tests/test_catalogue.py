@@ -228,6 +228,7 @@ def test_a_runs_measurements_from_its_files(tmp_path, broker):
     assert "error" not in m
     if sc.live_consumers:  # Q4's requirements: a crash and a redelivery happened
         assert m.pop("redelivered_deliveries") == 1 and m.pop("consumer_crashes") == 3
+        assert m.pop("consumer_cancels") == 0  # none recorded in this run.json
     assert "redelivered_deliveries" not in m
     assert m["nodes_down_s"][nodes[-1]] == 4.0 and m["client_timeouts"] and m["blocked_s"] > 0
     assert set(m) - {"nodes_down_s", "client_timeouts", "blocked_s", "faults_at", "windows", "at_risk",

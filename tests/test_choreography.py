@@ -71,3 +71,12 @@ def test_any_step_may_name_an_earlier_steps_nodes():
         parse([{"at": 0, "fault": "kill", "targets": "@later"}, {"at": 1, "fault": "pause", "label": "later"}])
     with pytest.raises(ScheduleError, match="used twice"):
         parse([{"at": 0, "fault": "pause", "label": "a"}, {"at": 1, "fault": "kill", "label": "a"}])
+
+
+def test_a_bound_target_is_read_in_one_place():
+    from nemesis.schedule import ScheduleError, bound_ref, parse
+
+    assert bound_ref("@m") == ("m", None) and bound_ref("@pick:2:@g0.first") == ("g0.first", 2)
+    with pytest.raises(ScheduleError, match="@pick:N:@label"):
+        parse([{"at": 0, "fault": "kill", "targets": "random:1", "label": "a"},
+               {"at": 1, "fault": "kill", "targets": "@pick:x:@a"}])

@@ -114,3 +114,34 @@ def test_membership_changes_are_proved_by_the_member_set(tmp_path):
     with Nemesis(stuck, tmp_path / "s", clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
         f = nem.apply("remove_member", "rabbit2", timeout=0.2)
     assert f.details["effective"] is False  # the tool answered, the member stayed: no effect
+
+
+def test_a_pause_waits_for_execs_into_the_node_and_refuses_new_ones():
+    import threading
+    import time
+
+    from harness.brokers.containers import NodeGate
+    from harness.brokers.protocol import ClusterError
+
+    gate, order = NodeGate(drain_s=5), []
+    inside = threading.Event()
+
+    def long_exec():
+        with gate.exec_into("n1"):
+            inside.set()
+            time.sleep(0.3)
+            order.append("exec done")
+    t = threading.Thread(target=long_exec)
+    t.start()
+    inside.wait(2)
+    with gate.freezing("n1"):
+        order.append("paused")  # only once the exec already running has ended
+        with pytest.raises(ClusterError, match="being paused"):
+            with gate.exec_into("n1"):
+                pass
+        with gate.exec_into("n2"):  # other nodes are not held up
+            order.append("n2 exec")
+    t.join()
+    assert order == ["exec done", "paused", "n2 exec"]
+    with gate.exec_into("n1"):  # after the pause call, execs go through (docker answers for itself)
+        pass

@@ -47,3 +47,43 @@ def test_shrink_keeps_the_shortest_schedule_that_still_finds_anomalies(tmp_path)
     assert all(a["exit"] in (EXIT_VALID, EXIT_INVALID) for a in record["shrink"])
     _, clean = X.explore(base, ["kill"], 5, 60, lambda data: (EXIT_VALID, "r"), tmp_path / "c")
     assert clean["shrink"] == [] and "shortest" not in clean
+
+
+def test_the_record_keeps_each_runs_figures_and_the_table_shows_the_shortest(tmp_path, monkeypatch):
+    from harness import store
+
+    monkeypatch.setenv(store.RESULTS_ENV, str(tmp_path))
+    base = read("scenarios/K3-acks-all-minisr2.yaml")
+    d = X.draw(["kill", "pause"], 5, 120)
+    culprit = d.groups[1][0]["at"]
+
+    def run(data):  # a run directory with a check.json and a run.json, as the runner leaves them
+        name = f"r{len(list(tmp_path.glob('r*')))}"
+        bad = any(s["at"] == culprit for s in data["nemesis"])
+        (tmp_path / name / "history").mkdir(parents=True)
+        (tmp_path / name / "history" / "produce-p0.jsonl").write_text("x" * 10)
+        store.write_check(tmp_path / name, {"valid": not bad, "reason": "lost=3" if bad else "ok", "attempted": 9,
+                                            "ok": 8, "lost": 3 if bad else 0, "produce_records": 9, "deliveries": 5})
+        store.write_run(tmp_path / name, {"version": {"version": "4.1"}, "phases": {"check": 10.0, "end": 12.5}})
+        return (EXIT_INVALID if bad else EXIT_VALID), name
+    code, rec = X.explore(base, ["kill", "pause"], 5, 120, run, tmp_path / "out", shrink_budget=10)
+    main = rec["checks"][rec["run"]]
+    assert main["lost"] == 3 and main["version"] == "4.1" and main["check_s"] == 2.5 and main["history_bytes"] == 10
+    assert set(rec["checks"]) == {rec["run"], *(a["run"] for a in rec["shrink"])}
+    # each group from its first step to its lift: a kill until its start, a pause until its unpause
+    assert rec["fault_s"] == X.fault_seconds(d.groups) == round(sum(g[-1]["at"] - g[0]["at"] for g in d.groups), 3)
+    row = X.table_lines([rec])[2]
+    assert "K3-acks-all-minisr2 @ 4.1" in row and "anomalies (lost=3)" in row
+    assert f"at {culprit:g} s: lost=3" in row  # the shortest schedule and what its own run found
+    assert "| 14 |" in row  # history records: produce + deliveries
+
+
+def test_the_report_says_how_big_the_history_was_and_how_long_its_check_took(tmp_path):
+    from harness import report, store
+
+    (tmp_path / store.HISTORY).mkdir()
+    (tmp_path / store.HISTORY / "produce-p0.jsonl").write_text("x" * 2_000_000)
+    text = report.history_text(tmp_path, {"produce_records": 1_000_000, "deliveries": 900_000},
+                               {"check_timing": {"check_s": 41.5}})
+    assert text.startswith("1,900,000 records") and "2.0 MB in 1 files" in text and "checked in 41.5 s" in text
+    assert "checked" not in report.history_text(tmp_path, {}, {})

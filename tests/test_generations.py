@@ -367,17 +367,19 @@ def test_kraft_nodes_are_combined_voters_with_an_advertised_controller_listener(
         assert "19093" not in {u.rsplit(":", 1)[1] for u in p["advertised.listeners"].split(",")[:2]}
 
 
-def test_kraft_conf_has_a_cluster_id_and_4x_a_log4j2_file(tmp_path, monkeypatch):
+def test_kraft_conf_has_a_cluster_id_and_both_logging_files(tmp_path, monkeypatch):
     import harness.brokers.compose as compose
 
     monkeypatch.setattr(compose, "STATE_DIR", tmp_path)
     k = KAFKA.cluster()
-    for version, cid, log4j2 in (("3.9", False, False), ("3.9-kraft", True, False), ("4.1", True, True)):
+    for version, cid in (("3.9", False), ("3.9-kraft", True), ("4.1", True)):
         cfg = KAFKA.settings({})
         cfg.version = version
         k.write_config(cfg)
         conf = k.conf_dir()
-        assert (conf / "cluster-id").exists() is cid and (conf / "log4j2.properties").exists() is log4j2, version
+        # both: a node upgraded in place (3.9-kraft -> 4.1) reads the file its image needs
+        assert (conf / "cluster-id").exists() is cid, version
+        assert (conf / "log4j2.properties").exists() and (conf / "log4j.properties").exists(), version
         if cid:
             text = (conf / "cluster-id").read_text().strip()
             assert len(text) == 22 and not text.startswith("-") and re.fullmatch(r"[A-Za-z0-9_-]+", text)
@@ -385,6 +387,7 @@ def test_kraft_conf_has_a_cluster_id_and_4x_a_log4j2_file(tmp_path, monkeypatch)
     entry = (ROOT / "compose/kafka/kafka-entrypoint.sh").read_text()
     assert "kafka.tools.StorageTool format" in entry and "--ignore-formatted" in entry
     assert "-Dlog4j2.configurationFile=/mqchaos/conf/log4j2.properties" in entry
+    assert "ls /opt/kafka/libs/log4j-core-*.jar" in entry  # chosen by the image, not the conf
 
 
 def test_the_quorum_state_file_and_the_status_command_name_the_active_controller():

@@ -43,7 +43,7 @@ def test_what_the_nemesis_and_run_loop_call_on_a_cluster_is_declared():
     used = {a for p in CALLERS if p.exists() for a in _cluster_attributes(p)}
     # ``c`` is also a consumer in runner.py, and cluster_cli reads images off a
     # ComposeCluster only after asking isinstance
-    others = {"name", "crashes", "node_images"}
+    others = {"name", "crashes", "cancels", "node_images"}
     assert "exec" in used and "gateway" in used  # the scan sees the nemesis's calls
     assert sorted(used - others - _declared(Cluster)) == []
 

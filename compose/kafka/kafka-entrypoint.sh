@@ -5,14 +5,15 @@
 # KRaft (the run's conf has a cluster-id): the storage is formatted first; --ignore-formatted
 # leaves a formatted one alone, so only a new or wiped node is formatted (with a static quorum
 # a wiped node then rejoins as a voter with an empty log: harness/brokers/kafka/kraft.py).
-# Kafka 4.x logs through log4j 2 (the run's conf has log4j2.properties).
+# Kafka 4.x logs through log4j 2 (its image has log4j-core), 3.9 through reload4j: the run's
+# conf has both files, so a node upgraded in place reads the one its image needs.
 set -eu
 mkdir -p /var/lib/kafka/data
 # fs: lazy (a power-loss scenario): log.dirs through the file system that forgets unsynced writes
 [ -z "${MQCHAOS_LAZYFS:-}" ] || python3 /mqchaos/lazyfs.py start "$MQCHAOS_LAZYFS"
 CP="${KAFKA_CLASSPATH:-/opt/kafka/libs/*}"
 PROPS="/mqchaos/conf/${KAFKA_NODE:?KAFKA_NODE must be set}.properties"
-if [ -f /mqchaos/conf/log4j2.properties ]; then
+if ls /opt/kafka/libs/log4j-core-*.jar >/dev/null 2>&1; then
   LOGGING="-Dlog4j2.configurationFile=/mqchaos/conf/log4j2.properties"
 else
   LOGGING="-Dlog4j.configuration=file:/mqchaos/conf/log4j.properties"

@@ -24,6 +24,11 @@ node_conf="/mqchaos/conf/rabbitmq.$(cat /etc/hostname).conf"
 if [ -f "$node_conf" ]; then
   export RABBITMQ_CONFIG_FILE="$node_conf"
 fi
+# the feature flags a new node starts with (settings feature_flags_on_init; the required ones always)
+if [ -f /mqchaos/conf/feature_flags ]; then
+  RABBITMQ_FEATURE_FLAGS="$(cat /mqchaos/conf/feature_flags)"
+  export RABBITMQ_FEATURE_FLAGS
+fi
 # fs: lazy (a power-loss scenario): the mnesia base through the file system that forgets
 # unsynced writes (mounted after the chown above, which must not walk through it)
 if [ -n "${MQCHAOS_LAZYFS:-}" ]; then

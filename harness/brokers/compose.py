@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from harness.brokers import lazyfs
 from harness.brokers.containers import ContainerCluster, docker
+from harness.brokers.protocol import ClusterError
 from harness.brokers.generations import VERSION_LABEL, Generation, image_ref
 from harness.engine import compose_cmd
 from harness.util import run
@@ -102,8 +103,8 @@ class ComposeCluster(ContainerCluster):
         return out
 
     def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-        files = [COMPOSE_DIR / self.compose_file] + [p for p in [self.fs_override(), self.cpu_override()]
-                                                     if p.exists()]
+        files = [COMPOSE_DIR / self.compose_file] + [
+            p for p in [self.fs_override(), self.cpu_override(), self.image_override()] if p.exists()]
         cmd = [*compose_cmd(), "-p", self.project, *(a for f in files for a in ("-f", str(f))), *args]
         return run(cmd, check=check, timeout=timeout, env=self.compose_env())
 
@@ -129,6 +130,33 @@ class ComposeCluster(ContainerCluster):
 
     def power_off(self, nodes: list[str]) -> dict[str, Any]:
         return lazyfs.power_off(self, nodes)
+
+    # ---- an upgrade: one node on another version's image, its data volume kept ---------
+    def image_override(self) -> Path:
+        return self.state_dir / "image.override.yml"
+
+    def upgrade_reason(self, version: str) -> str | None:
+        """Why this cluster's nodes cannot move to ``version`` (None: they can): a version
+        the plug-in does not build, or one of another topology (the plug-in narrows it)."""
+        if version not in self.generations:
+            return f"{self.kind} has no version {version!r} (versions: {', '.join(self.generations)})"
+        return None
+
+    def upgrade_node(self, node: str, version: str) -> None:
+        """The node's container made again from ``version``'s image (compose, that node only:
+        its named data volume is kept) and started; every later compose call keeps it there
+        (an override file, gone with the cluster)."""
+        reason = self.upgrade_reason(version)
+        if reason:
+            raise ClusterError(reason)
+        path = self.image_override()
+        images = _image_overrides(path)
+        images[node] = image_ref(self.image_repo, self.generations[version])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"version": "2.4", "services": {
+            n: {"image": ref} for n, ref in sorted(images.items())}}, indent=1))  # YAML too
+        self._addr_cache.pop(node, None)
+        self.compose("up", "-d", "--no-build", "--no-deps", "--force-recreate", node, timeout=600)
 
     # ---- the CPU weight of a cluster started in the background -----------------------
     def cpu_override(self) -> Path:
@@ -168,6 +196,7 @@ class ComposeCluster(ContainerCluster):
         ~30 s of controlled-shutdown retries). Plain docker calls: a docker-compose (v1) call
         costs about a second of start-up alone, and a fresh cluster's `up` calls this first."""
         self._addr_cache.clear()
+        self.image_override().unlink(missing_ok=True)  # a new cluster starts on its own version
         listed = docker("ps", "-a", "--format", '{{.Names}}\t{{.Label "com.docker.compose.project"}}',
                         check=False).stdout.splitlines()
         nodes = set(self.nodes())
@@ -203,3 +232,11 @@ class ComposeCluster(ContainerCluster):
             "networks": names("network", "ls", "-q", "--filter", label),
         }
 
+
+def _image_overrides(path: Path) -> dict[str, str]:
+    """The nodes an earlier upgrade left on another image: node -> image."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {n: s["image"] for n, s in (data.get("services") or {}).items() if isinstance(s, dict) and s.get("image")}

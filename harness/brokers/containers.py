@@ -14,6 +14,7 @@ import os
 import shlex
 import subprocess
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +30,50 @@ log = logging.getLogger(__name__)
 
 def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
     return run(["docker", *args], check=check, timeout=timeout)
+
+
+class NodeGate:
+    """Keeps a ``docker exec`` from starting into a container while it is being frozen. An
+    exec's ``runc init`` that joins the cgroup as the freezer takes it stays frozen in D state
+    holding the container's lock: every later docker call on that node hangs (seen: a
+    pause_kill's pause racing the observer's quorum-state read stalled an hour-long run). A
+    pause waits for the execs already running there (at most ``drain_s``); an exec asked for
+    meanwhile is refused at once (a paused node runs no exec anyway)."""
+
+    def __init__(self, drain_s: float = 15.0) -> None:
+        self.drain_s = drain_s
+        self._cond = threading.Condition()
+        self._running: dict[str, int] = {}
+        self._freezing: set[str] = set()
+
+    @contextmanager
+    def exec_into(self, node: str):
+        with self._cond:
+            if node in self._freezing:
+                raise ClusterError(f"exec on {node} refused: it is being paused")
+            self._running[node] = self._running.get(node, 0) + 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running[node] -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def freezing(self, node: str):
+        with self._cond:
+            self._freezing.add(node)
+            drained = self._cond.wait_for(lambda: not self._running.get(node), self.drain_s)
+        if not drained:
+            log.warning("pausing %s with an exec still running in it (waited %.0f s)", node, self.drain_s)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._freezing.discard(node)
+
+
+GATE = NodeGate()  # one per process: every cluster object of the run execs and pauses through it
 
 
 class ContainerCluster(Cluster):
@@ -112,7 +157,8 @@ class ContainerCluster(Cluster):
              user: str | None = None) -> tuple[int, str]:
         args = ["docker", "exec"] + (["-u", user] if user else []) + [node, *cmd]
         try:
-            proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+            with GATE.exec_into(node):
+                proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             raise ClusterError(f"exec on {node} timed out after {timeout}s: {shlex.join(cmd)}") from exc
         out = (proc.stdout or "") + (proc.stderr or "")
@@ -208,7 +254,8 @@ class ContainerCluster(Cluster):
 
     def pause(self, node: str) -> None:
         if not self.paused(node):
-            docker("pause", node)
+            with GATE.freezing(node):
+                docker("pause", node)
 
     def unpause(self, node: str) -> None:
         if self.paused(node):

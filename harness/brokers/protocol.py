@@ -48,6 +48,11 @@ KILL, STOP, START, PAUSE, WIPE, RESTART_APP = "kill", "stop", "start", "pause", 
 POWER_LOSS = "power_loss"  # the nodes' data directories can forget what was never fsynced
 CORRUPT = "corrupt"  # the nodes' data files can be bit-flipped or truncated (Cluster.data_files)
 MEMBERSHIP = "membership"  # the run's replicated queue / partition can lose and gain members (Cluster.change_member)
+QUORUM_MEMBERSHIP = "quorum_membership"  # the metadata quorum's voters can change (KIP-853: Cluster.change_member(QUORUM))
+# the subject of a controller membership change: the metadata quorum's voters, not a queue / topic
+QUORUM = "@quorum"
+UPGRADE = "upgrade"  # a node can run another version's image on its kept data (Cluster.upgrade_node)
+FEATURES = "features"  # the cluster's feature level can be raised once every node runs it (Cluster.finalize_features)
 CONTAINER_CAPABILITIES = frozenset({KILL, STOP, START, PAUSE, WIPE, POWER_LOSS})
 
 
@@ -259,6 +264,30 @@ class Cluster(NodeAccess, abc.ABC):
         """``op`` ``add`` or ``remove``: ``node``'s member of ``subject`` (the run's queue /
         topic), as the broker's own tool does it."""
         raise NotImplementedError(f"a {self.kind} cluster cannot change members")
+
+    # ---- versions (capabilities UPGRADE, FEATURES): an operator's change, not a fault ----
+    def node_version(self, node: str) -> str | None:
+        """The version the running ``node`` reports of itself (its own answer, not its
+        image's label); None when it does not answer."""
+        raise NotImplementedError(f"a {self.kind} cluster cannot say a node's version")
+
+    def upgrade_reason(self, version: str) -> str | None:
+        """Why this cluster's nodes cannot move to ``version`` (None: they can)."""
+        return f"a {self.kind} cluster cannot upgrade nodes"
+
+    def upgrade_node(self, node: str, version: str) -> None:
+        """Run the stopped ``node`` on ``version``'s image, its data kept, and start it."""
+        raise NotImplementedError(f"a {self.kind} cluster cannot upgrade nodes")
+
+    def features(self) -> dict[str, str]:
+        """The cluster's features and the level (or state) each is finalized at."""
+        raise NotImplementedError(f"a {self.kind} cluster has no feature levels")
+
+    def finalize_features(self, params: dict) -> dict[str, str]:
+        """Raise the feature level as the broker's own tool does it (``params``: the
+        plug-in's, e.g. a release); return what ``features()`` must then show: each named
+        feature's level, or the start of it (``4.1-``: any 4.1 level)."""
+        raise NotImplementedError(f"a {self.kind} cluster has no feature levels")
 
     # ---- storage (capability CORRUPT) ------------------------------------------------------
     # what a ``corrupt`` fault may name in ``params.files``: kind -> what it is

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import threading
+import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from harness.history import JsonlWriter, RunClock
 
@@ -39,6 +41,9 @@ class Worker(threading.Thread):
         self.stop_me = threading.Event()   # this client only (producers stop before consumers)
         self.stats = Stats()
         self.error: BaseException | None = None
+        self.where: str | None = None  # the crash's innermost frames (file:line), to find its cause
+        # what went wrong in the client library and was survived (a producer replaced): run.json
+        self.events: list[dict] = []
 
     def stopping(self) -> bool:
         return self.stop_all.is_set() or self.stop_me.is_set()
@@ -50,7 +55,7 @@ class Worker(threading.Thread):
         try:
             self.work()
         except BaseException as e:  # noqa: BLE001 - a client crash is a harness error, reported
-            self.error = e
+            self.error, self.where = e, frames(e)
         finally:
             self.writer.close()
 
@@ -76,3 +81,9 @@ class RateLimiter:
             self.t0 = now - (sent + self.rate) / self.rate
             behind = self.rate
         return behind
+
+
+def frames(e: BaseException, last: int = 3) -> str:
+    """The innermost ``last`` frames of an exception's traceback, as file:line function."""
+    tb = traceback.extract_tb(e.__traceback__)[-last:]
+    return " < ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(tb))

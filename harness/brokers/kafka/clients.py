@@ -11,12 +11,31 @@ from __future__ import annotations
 
 import threading
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from harness.clients import payload
-from harness.clients.base import RateLimiter, Worker
+from harness.clients.base import RateLimiter, Worker, frames
 from harness.history import JsonlWriter, RunClock, consume_record, invoke_record, produce_record
 from harness.util import wait_until
+
+MAX_REPLACEMENTS = 50  # a producer that keeps failing is a crash after all (client_errors)
+
+
+def dispose(p: Producer | None) -> None:
+    """Let a producer go without waiting on it: its queue purged, closed in the background
+    (a client left to the garbage collector keeps reconnecting after the run's cluster is
+    gone; close() aborts an open transaction, which may wait on an unreachable broker)."""
+    if p is None:
+        return
+
+    def close():
+        try:
+            p.purge(blocking=False)
+            p.close()
+        except (KafkaException, RuntimeError, SystemError):
+            pass
+    threading.Thread(target=close, name="producer-close", daemon=True).start()
+
 
 DEFINITE = {KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.MSG_SIZE_TOO_LARGE,
             KafkaError.INVALID_REQUIRED_ACKS, KafkaError.TOPIC_AUTHORIZATION_FAILED,
@@ -54,21 +73,24 @@ class KafkaProducerWorker(Worker):
         seq, invoked = 0, -1
         while not self.stopping() and seq < self.max_messages:
             budget = min(limiter.budget(self.clock.now(), seq), self.max_messages - seq, 1000)
-            for _ in range(int(max(0, budget))):
-                msg_id = f"{self.name}-{seq}"
-                t = self.clock.now()
-                if invoked != seq:  # once per message, also when a full local queue makes us retry it
-                    self.writer.write(invoke_record(msg_id=msg_id, producer=self.name, seq=seq, t_invoke=t,
-                                                    node=None))
-                    invoked = seq
-                try:
-                    p.produce(self.topic, payload.encode(msg_id, self.name, seq, self.size), key=self.name,
-                              on_delivery=self._report(msg_id, seq, t))
-                except BufferError:
-                    break  # local queue full: let poll() drain it, retry this seq
-                self.pending[msg_id] = (seq, t)
-                seq += 1
-            p.poll(0.005)
+            try:
+                for _ in range(int(max(0, budget))):
+                    msg_id = f"{self.name}-{seq}"
+                    t = self.clock.now()
+                    if invoked != seq:  # once per message, also when a full local queue makes us retry it
+                        self.writer.write(invoke_record(msg_id=msg_id, producer=self.name, seq=seq, t_invoke=t,
+                                                        node=None))
+                        invoked = seq
+                    try:
+                        p.produce(self.topic, payload.encode(msg_id, self.name, seq, self.size), key=self.name,
+                                  on_delivery=self._report(msg_id, seq, t))
+                    except BufferError:
+                        break  # local queue full: let poll() drain it, retry this seq
+                    self.pending[msg_id] = (seq, t)
+                    seq += 1
+                p.poll(0.005)
+            except (SystemError, KafkaException) as e:  # the client library failed, not the broker
+                p = self._replace(p, e)
         if invoked == seq:  # written ahead, then the local queue was full and we stopped: never sent
             self._write(f"{self.name}-{seq}", seq, self.clock.now(), "fail", "not sent: stopped with the local queue full",
                         None)
@@ -76,6 +98,21 @@ class KafkaProducerWorker(Worker):
         p.flush(self.delivery_timeout_s + 5)
         for msg_id, (s, t) in list(self.pending.items()):
             self._write(msg_id, s, t, "info", "no delivery report before shutdown", None)
+
+    def _replace(self, p: Producer, e: BaseException) -> Producer:
+        """A producer whose library raised (confluent-kafka's SystemError under faults with
+        idempotence, a fatal error) is let go and a new one (a new producer id) takes over, as
+        an application would; what the old one still held has no known outcome (info). The
+        event, with where it was raised, goes to run.json (client_events)."""
+        if len(self.events) >= MAX_REPLACEMENTS:
+            raise e
+        self.events.append({"t": round(self.clock.now(), 3), "error": repr(e)[:300], "where": frames(e),
+                            "pending": len(self.pending), "replaced": True})
+        for msg_id, (s, t) in list(self.pending.items()):
+            self._write(msg_id, s, t, "info", f"producer replaced after a client error: {type(e).__name__}", None)
+        self.pending.clear()
+        dispose(p)
+        return Producer(self.conf)
 
     def _report(self, msg_id: str, seq: int, t: float):
         def cb(err, msg):

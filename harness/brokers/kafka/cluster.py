@@ -29,12 +29,15 @@ from kazoo.exceptions import NoNodeError
 from kazoo.retry import KazooRetry
 
 from harness.brokers.compose import ComposeCluster
-from harness.brokers.protocol import CONTAINER_CAPABILITIES, CORRUPT, ClusterError, Recorder, Role, RoleError, Steady
+from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, QUORUM_MEMBERSHIP,
+                                     UPGRADE, ClusterError,
+                                     Recorder, Role, RoleError, Steady)
 from harness.brokers.settings import Settings
 from harness.brokers.kafka import adminclient
 from harness.brokers.kafka.adminclient import ForeignAnswer, answered_by, partitions_of, pinned_config
-from harness.brokers.kafka.generations import GENERATIONS, LOG4J1, ZOOKEEPER, has
-from harness.brokers.kafka.kraft import LOG4J2, cluster_id, kraft_properties
+from harness.brokers.kafka.generations import GENERATIONS, ZOOKEEPER, has
+from harness.brokers.kafka.kraft import (LOG4J2, cluster_id, kraft_properties, reassign_command, reassignment,
+                                         reported_version)
 from harness.brokers.kafka.nodes import BROKERS, INTERNAL_PORT, KAFKA_PORTS, ZK_NODES, ZK_PORTS, broker_id, broker_node
 from harness.brokers.kafka.roles import ROLES, resolve_role
 from harness.util import wait_until
@@ -152,7 +155,9 @@ class KafkaCluster(ComposeCluster):
     generations = GENERATIONS
     data_mounts = {"zk": "/var/lib/zookeeper", "kafka": "/var/lib/kafka"}
     fs_dirs = {"kafka": "/var/lib/kafka/data"}  # log.dirs; ZooKeeper's disks keep power
-    capabilities = CONTAINER_CAPABILITIES | {CORRUPT}
+    # FEATURES: metadata.version, KRaft's (ZooKeeper mode's inter.broker.protocol.version is not done)
+    # QUORUM_MEMBERSHIP: KIP-853 controllers, 4.1's (3.9 cannot make its static quorum dynamic)
+    capabilities = CONTAINER_CAPABILITIES | {CORRUPT, UPGRADE, FEATURES, MEMBERSHIP, QUORUM_MEMBERSHIP}
     data_file_kinds = {"segment": "the newest log segment (.log) of each of the topic's partitions on the node"}
     roles = ROLES
     ports = {"internal": (INTERNAL_PORT,)}  # the brokers' own listener: replication
@@ -173,6 +178,44 @@ class KafkaCluster(ComposeCluster):
             raise ClusterError(f"no {kind!r} data files (kinds: {', '.join(self.data_file_kinds)}; a topic is needed)")
         topic, _, part = subject.partition("/")
         return self.newest_files(node, "/var/lib/kafka/data", f"*/{topic}-{part or '[0-9]*'}/*", "*.log")
+
+    # ---- versions (issue 39) ------------------------------------------------------------
+    def upgrade_reason(self, version: str) -> str | None:
+        """A node moves only within its metadata mode: from ZooKeeper to KRaft is a migration
+        of the metadata (KIP-866), not an image swap."""
+        reason = super().upgrade_reason(version)
+        if reason is None and has(version, ZOOKEEPER) != self.zookeeper:
+            mode = "ZooKeeper" if self.zookeeper else "KRaft"
+            return f"kafka {version} is not a {mode} version: a node of this cluster cannot run it on its data"
+        return reason
+
+    def node_version(self, node: str) -> str | None:
+        """What the broker logged of itself at its last start (AppInfoParser)."""
+        return reported_version(self.logs(node)) if node in BROKERS and self.running(node) else None
+
+    # ---- membership (issue 39): a partition's replicas, moved by reassignment -------------
+    @staticmethod
+    def _subject(subject: str) -> tuple[str, int]:
+        topic, _, part = subject.partition("/")
+        return topic, int(part or 0)
+
+    def members(self, subject: str) -> list[str]:
+        """The replicas of the subject's partition (``TOPIC`` is its partition 0)."""
+        topic, part = self._subject(subject)
+        return list(self.partitions(topic)[part]["replicas"])
+
+    def change_member(self, op: str, node: str, subject: str) -> None:
+        """A partition reassignment (kafka-reassign-partitions --execute) to the replicas
+        without ``node`` (remove) or with it appended (add), run on a running broker other
+        than ``node``; the new replica set is what ``members`` then shows."""
+        topic, part = self._subject(subject)
+        now = self.members(subject)
+        want = [r for r in now if r != node] if op == "remove" else [*now, *([node] if node not in now else [])]
+        at = next((n for n in self.brokers() if n != node and self.running(n)), node)
+        plan = "/tmp/mqchaos-reassign.json"
+        text = reassignment(topic, part, [broker_id(n) for n in want])  # JSON: no single quote in it
+        self.exec(at, ["sh", "-c", f"printf '%s' '{text}' > {plan}"], timeout=30)
+        self.exec(at, reassign_command(f"{at}:{INTERNAL_PORT}", plan, "--execute"), timeout=120)
 
     # ---- topology -------------------------------------------------------------------
     def brokers(self) -> list[str]:
@@ -228,10 +271,11 @@ class KafkaCluster(ComposeCluster):
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "zoo.cfg").write_text(ZOO_CFG)
         (conf / "log4j.properties").write_text(LOG4J)
-        # compose/kafka/kafka-entrypoint.sh: log4j 2 when its file is there (4.x), formats
-        # the storage of a KRaft node with the cluster id when that file is there
-        for name, text, wanted in (("log4j2.properties", LOG4J2, not has(config.version, LOG4J1)),
-                                   ("cluster-id", cluster_id() + "\n", not has(config.version, ZOOKEEPER))):
+        # compose/kafka/kafka-entrypoint.sh: log4j 2's file read by an image that has log4j 2
+        # (4.x: an upgraded node reads the same conf as its 3.9 peers); the storage of a KRaft
+        # node formatted with the cluster id when that file is there
+        (conf / "log4j2.properties").write_text(LOG4J2)
+        for name, text, wanted in (("cluster-id", cluster_id() + "\n", not has(config.version, ZOOKEEPER)),):
             (conf / name).unlink(missing_ok=True)
             if wanted:
                 (conf / name).write_text(text)

@@ -104,6 +104,24 @@ def quorum_status(text: str) -> dict[str, Any]:
             "observers": ids("CurrentObservers")}
 
 
+def voter_directories(text: str) -> dict[str, str]:
+    """``describe --status``'s CurrentVoters: each voter's metadata directory id (KIP-853)."""
+    m = re.search(r"^CurrentVoters:\s*(\[.*\])\s*$", text, re.M)
+    try:
+        return {f"kafka{v['id']}": v["directoryId"] for v in json.loads(m.group(1))
+                if isinstance(v, dict) and v.get("directoryId")} if m else {}
+    except (ValueError, TypeError, KeyError):
+        return {}
+
+
+def controller_command(node: str, *args: str) -> list[str]:
+    """kafka-metadata-quorum through ``node``'s controller listener: ``remove-controller
+    --controller-id N --controller-directory-id D``, or (run on the node being added, with its
+    own configuration) ``--command-config FILE ... add-controller``."""
+    return ["java", "-cp", "/opt/kafka/libs/*", QUORUM_COMMAND, "--bootstrap-controller", f"{node}:{CONTROLLER_PORT}",
+            *args]
+
+
 def quorum_status_command(node: str) -> list[str]:
     """The status of the quorum asked of ``node``'s controller listener (KIP-919, 3.7+): not
     through a broker, which forwards the request and fails when it cannot reach the leader."""
@@ -154,3 +172,40 @@ def parse_elr(text: str, topic: str) -> dict[int, list[str] | None]:
 __all__ = ["CONTROLLER_PORT", "LOG4J2", "QUORUM_STATE", "STORAGE_TOOL", "active_controller", "cluster_id",
            "kraft_properties", "parse_elr", "quorum_leader", "quorum_state", "quorum_status", "quorum_status_command",
            "topic_describe_command", "voters"]
+
+
+FEATURE_COMMAND = "org.apache.kafka.tools.FeatureCommand"  # kafka-features.sh
+
+
+def feature_command(bootstrap: str, *args: str) -> list[str]:
+    """kafka-features (a JVM start): ``describe``, or ``upgrade --release-version R``, the
+    documented way to finalize metadata.version after a rolling upgrade (KIP-778, KIP-1022)."""
+    return ["java", "-cp", "/opt/kafka/libs/*", FEATURE_COMMAND, "--bootstrap-server", bootstrap, *args]
+
+
+def parse_features(text: str) -> dict[str, str]:
+    """``describe``'s lines (``Feature: metadata.version ... FinalizedVersionLevel: 3.9-IV0``):
+    each feature's finalized level; other lines (logging) passed over."""
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r"Feature:\s*(\S+)\b.*?\bFinalizedVersionLevel:\s*(\S+)", text)}
+
+
+def reported_version(log: str) -> str | None:
+    """The version a broker's last start logged of itself (AppInfoParser: ``Kafka version: 4.1.1``)."""
+    found = re.findall(r"Kafka version: ([0-9][0-9A-Za-z.\-]*)", log)
+    return found[-1] if found else None
+
+
+REASSIGN_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
+
+
+def reassign_command(bootstrap: str, plan_file: str, *args: str) -> list[str]:
+    """kafka-reassign-partitions with a plan file: ``--execute`` or ``--verify``."""
+    return ["java", "-cp", "/opt/kafka/libs/*", REASSIGN_COMMAND, "--bootstrap-server", bootstrap,
+            "--reassignment-json-file", plan_file, *args]
+
+
+def reassignment(topic: str, partition: int, replicas: list[int]) -> str:
+    """The tool's plan: one partition moved to ``replicas`` (broker ids, preferred leader first)."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": partition, "replicas": replicas}]})

@@ -24,11 +24,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harness.brokers.protocol import ClusterError, Role
+from harness.brokers.protocol import QUORUM, ClusterError, Role
 from harness.brokers.kafka.cluster import BROKERS, INTERNAL_PORT, ZK_NODES, KafkaCluster
+from harness.brokers.kafka.nodes import broker_id
 from harness.brokers.kafka.generations import ELR, has
-from harness.brokers.kafka.kraft import (CONTROLLER_PORT, QUORUM_STATE, active_controller, parse_elr, quorum_leader,
-                                         quorum_state, topic_describe_command)
+from harness.brokers.kafka.kraft import (CONTROLLER_PORT, QUORUM_STATE, active_controller, controller_command,
+                                         feature_command, parse_elr, parse_features, quorum_leader, quorum_state,
+                                         quorum_status, quorum_status_command, topic_describe_command,
+                                         voter_directories)
 
 NO_ZOOKEEPER = ("Kafka in KRaft mode (3.9-kraft, 4.1) has no ZooKeeper: cut a node from the controllers with "
                 "params: {ports: controller}")
@@ -51,6 +54,62 @@ class KRaftCluster(KafkaCluster):
     def __init__(self, project: str | None = None, version: str | None = None) -> None:
         super().__init__(project, version)
         self._elr = ElrReader(self)
+
+    # ---- the controllers as members (issue 39, KIP-853) ----------------------------------
+    def _status(self) -> str:
+        """``describe --status`` asked of a running node's controller listener."""
+        for node in (n for n in BROKERS if self.running(n)):
+            rc, out = self.exec(node, quorum_status_command(node), check=False, timeout=120)
+            if rc == 0 and "CurrentVoters" in out:
+                return out
+        raise ClusterError("no controller answered describe --status")
+
+    def members(self, subject: str) -> list[str]:
+        """``QUORUM``: the metadata quorum's voters (KIP-853); else a partition's replicas."""
+        return quorum_status(self._status())["voters"] if subject == QUORUM else super().members(subject)
+
+    def change_member(self, op: str, node: str, subject: str) -> None:
+        """``QUORUM``: kafka-metadata-quorum remove-controller (the voter's id and directory id,
+        run through another running node), or add-controller run on the node itself with its
+        own configuration (what the tool needs to find its metadata directory)."""
+        if subject != QUORUM:
+            return super().change_member(op, node, subject)
+        other = next((n for n in BROKERS if n != node and self.running(n)), None)
+        if other is None:
+            raise ClusterError("no other running node to change the controllers through")
+        if op == "remove":
+            directory = voter_directories(self._status()).get(node)
+            if not directory:
+                raise ClusterError(f"{node} is no voter with a directory id (a static quorum?)")
+            self.exec(other, controller_command(other, "remove-controller", "--controller-id", str(broker_id(node)),
+                                                "--controller-directory-id", directory), timeout=120)
+        else:
+            self.exec(node, controller_command(other, "--command-config", f"/mqchaos/conf/{node}.properties",
+                                               "add-controller"), timeout=120)
+
+    # ---- the feature level (issue 39): metadata.version ---------------------------------
+    def _features_tool(self, *args: str) -> str:
+        """kafka-features through each running broker in turn until one answers, as an operator
+        would (a broker cut from the controllers cannot: U3b ran it on the isolated one)."""
+        error: ClusterError | None = None
+        for node in (n for n in BROKERS if self.running(n)):
+            try:
+                return self.exec(node, feature_command(f"{node}:{INTERNAL_PORT}", *args), timeout=120)[1]
+            except ClusterError as e:
+                error = e
+        raise error or ClusterError("no broker runs to ask kafka-features")
+
+    def features(self) -> dict[str, str]:
+        return parse_features(self._features_tool("describe"))
+
+    def finalize_features(self, params: dict) -> dict[str, str]:
+        """``params.release`` (4.1): ``kafka-features upgrade --release-version``; then
+        metadata.version must be at that release's level (4.1-IVn)."""
+        release = str(params.get("release") or "")
+        if not release:
+            raise ClusterError("finalize on kafka needs params.release (e.g. 4.1)")
+        self._features_tool("upgrade", "--release-version", release)
+        return {"metadata.version": f"{release}-"}
 
     def nodes(self) -> list[str]:
         return list(BROKERS)

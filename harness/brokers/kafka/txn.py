@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 
+from harness.brokers.kafka.clients import dispose
 from harness.brokers.kafka.roles import transactional_id
 from harness.clients import payload
 from harness.clients.base import RateLimiter, Worker
@@ -35,22 +36,6 @@ from harness.history import JsonlWriter, RunClock, consume_record, invoke_record
 
 ABORTED_ON_PURPOSE = "aborted on purpose"
 OUTPUT = ".x"  # a processor's output is its input's producer with this suffix
-
-
-def _dispose(p: Producer | None) -> None:
-    """Let a producer go without waiting on it: its queue purged, closed in the background
-    (a client left to the garbage collector keeps reconnecting after the run's cluster is
-    gone; close() aborts an open transaction, which may wait on an unreachable broker)."""
-    if p is None:
-        return
-
-    def close():
-        try:
-            p.purge(blocking=False)
-            p.close()
-        except (KafkaException, RuntimeError):
-            pass
-    threading.Thread(target=close, name="producer-close", daemon=True).start()
 
 
 class Out(NamedTuple):
@@ -93,7 +78,7 @@ class KafkaTxnProducer(Worker):
             outs = [self._out(f"{self.name}-{s}", self.name, s, {}) for s in range(seq, seq + n)]
             seq += n
             p, _ = self._one(p, self._next_txn(), outs)
-        _dispose(p)
+        dispose(p)
 
     def _next_txn(self) -> str:
         self.transactions += 1
@@ -116,7 +101,7 @@ class KafkaTxnProducer(Worker):
                 return p
             except KafkaException as e:
                 self.stats.last_error = f"init_transactions: {e}"
-                _dispose(p)
+                dispose(p)
                 self.stop_me.wait(1.0)
         return None
 
@@ -174,7 +159,7 @@ class KafkaTxnProducer(Worker):
         if fatal or outcome == "info":
             # a fatal error, or a commit whose outcome is unknown: the producer may not go on
             # with this transactional.id's state; a fresh one fences the old and recovers it
-            _dispose(p)
+            dispose(p)
             return self._start(), outcome
         return p, outcome
 
@@ -222,7 +207,7 @@ class KafkaTxnProcessor(KafkaTxnProducer):
                 last = self.clock.now()
                 p = self._batch(c, p, msgs)
         finally:
-            _dispose(p)
+            dispose(p)
             c.close()
             self.reads.close()
 

@@ -62,6 +62,9 @@ def params(ep: Endpoint, heartbeat: int = 5, timeout: float = 3.0) -> pika.Conne
         blocked_connection_timeout=30, connection_attempts=1, retry_delay=0)
 
 
+UNCONFIRMED = "published without confirms"  # a publish's error text when none was asked
+
+
 class RabbitPublisher(Worker):
     """Publishes `max_messages` at `rate`/s with a bounded window of unconfirmed messages."""
 
@@ -69,8 +72,11 @@ class RabbitPublisher(Worker):
                  clock: RunClock, stop_all: threading.Event, *, rate: float | None = None,
                  max_messages: int = 10_000, window: int = 100, confirm_timeout: float = 10.0,
                  persistent: bool = True, size: int = 0, first: int = 0, backoff: float = 0.5,
-                 poison_every: int | None = None):
+                 poison_every: int | None = None, confirms: bool = True, exchange: str = ""):
         super().__init__(name, writer, clock, stop_all)
+        # without confirms (seed 000's "Без них есть вероятность потери сообщений") a publish
+        # has no known outcome: recorded info once basic.publish returns
+        self.confirms, self.exchange = confirms, exchange
         self.poison_every = poison_every
         self.endpoints, self.queue = endpoints, queue
         self.rate, self.max_messages, self.window = rate, max_messages, window
@@ -143,7 +149,10 @@ class RabbitPublisher(Worker):
         self.ch = ch
         ch.add_on_close_callback(self._on_channel_closed)
         ch.add_on_return_callback(self._on_return)
-        ch.confirm_delivery(self._on_confirm, callback=lambda _frame: self._tick())
+        if self.confirms:
+            ch.confirm_delivery(self._on_confirm, callback=lambda _frame: self._tick())
+        else:
+            self._tick()
 
     def _on_channel_closed(self, ch, reason) -> None:
         self._fail_inflight(f"channel closed: {reason!r}"[:300])
@@ -212,11 +221,14 @@ class RabbitPublisher(Worker):
                 self.writer.write(invoke_record(msg_id=msg_id, producer=self.name, seq=seq, t_invoke=t,
                                                 node=self.node, **marks))
                 try:
-                    self.ch.basic_publish("", self.queue, payload.encode(msg_id, self.name, seq, self.size),
+                    self.ch.basic_publish(self.exchange, self.queue, payload.encode(msg_id, self.name, seq, self.size),
                                           props, mandatory=True)
                 except AMQPError as e:
                     self._record(msg_id, seq, "fail", t, f"publish: {e!r}"[:300])
                     return
+                if not self.confirms:
+                    self._record(msg_id, seq, "info", t, UNCONFIRMED)
+                    continue
                 self.tag += 1
                 self.inflight[self.tag] = (msg_id, seq, t)
         self.conn.ioloop.call_later(0.005, self._tick)

@@ -14,7 +14,8 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.compose import ComposeCluster
 from harness.brokers.containers import docker
-from harness.brokers.protocol import CONTAINER_CAPABILITIES, CORRUPT, MEMBERSHIP, RESTART_APP, ClusterError, Recorder, Steady
+from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, RESTART_APP, UPGRADE, ClusterError,
+                                     Recorder, Steady)
 from harness.brokers.settings import Settings
 from harness.brokers.rabbitmq import ctl, mgmt, queues, recovery
 from harness.brokers.rabbitmq.ctl import parse_recoverable
@@ -45,6 +46,10 @@ class RabbitConfig(Settings):
     # its own; empty, one cluster of all three.
     sites: list[list[str]] = Field(default_factory=list)
     plugins: list[str] = Field(default_factory=list)  # enabled beside rabbitmq_management
+    # The feature flags a new cluster starts with (RABBITMQ_FEATURE_FLAGS; the required ones
+    # always): a cluster as an older version left it, for a row that enables the rest under
+    # load (issue 39: ``finalize``). None: every stable flag, RabbitMQ's default.
+    feature_flags_on_init: list[str] | None = None
 
     @field_validator("pause_if_all_down_nodes", mode="before")
     @classmethod
@@ -116,7 +121,7 @@ class RabbitCluster(ComposeCluster):
     generations = GENERATIONS
     data_mounts = {"rabbit": "/var/lib/rabbitmq"}
     fs_dirs = {"rabbit": "/var/lib/rabbitmq/mnesia"}  # RABBITMQ_MNESIA_BASE: queues, stores, metadata
-    capabilities = CONTAINER_CAPABILITIES | {RESTART_APP, CORRUPT, MEMBERSHIP}
+    capabilities = CONTAINER_CAPABILITIES | {RESTART_APP, CORRUPT, MEMBERSHIP, UPGRADE, FEATURES}
     roles = queues.ROLES
     # (path glob under the mnesia base, file name glob, newest per directory or overall)
     _DATA_FILES = {"wal": ("*/quorum/*", "*.wal", False), "segment": ("*/quorum/*", "*.segment", True),
@@ -134,6 +139,27 @@ class RabbitCluster(ComposeCluster):
         verb = {"add": "add_member", "remove": "delete_member"}[op]
         at = next((n for n in self.brokers() if n != node and self.running(n)), node)
         self.exec(at, ["rabbitmq-queues", verb, subject, erlang_node(node)], timeout=120)
+
+    # ---- versions (issue 39) ------------------------------------------------------------
+    def node_version(self, node: str) -> str | None:
+        return ctl.server_version(self, node) if self.running(node) else None
+
+    def features(self) -> dict[str, str]:
+        """Each feature flag's state, as a running node lists them."""
+        node = next((n for n in self.brokers() if self.running(n)), None)
+        if node is None:
+            raise ClusterError("no node runs to list the feature flags")
+        return {f["name"]: str(f.get("state")) for f in ctl.feature_flags(self, node)}
+
+    def finalize_features(self, params: dict) -> dict[str, str]:
+        """``rabbitmqctl enable_feature_flag all``, what the upgrade guide asks after a rolling
+        upgrade: every stable flag must then be enabled."""
+        node = next((n for n in self.brokers() if self.running(n)), None)
+        if node is None:
+            raise ClusterError("no node runs to enable the feature flags")
+        stable = [f["name"] for f in ctl.feature_flags(self, node) if f.get("stability") in ("stable", "required")]
+        self.rabbitmqctl(node, "enable_feature_flag", "all", timeout=float(params.get("timeout", 120)))
+        return {name: "enabled" for name in stable}
 
     def data_files(self, node: str, kind: str, subject: str | None) -> list[tuple[str, int]]:
         if kind not in self._DATA_FILES:
@@ -165,6 +191,10 @@ class RabbitCluster(ComposeCluster):
             if config.sites:
                 (conf / f"rabbitmq.{node}.conf").write_text(config.render(node))
         (conf / "enabled_plugins").write_text(f"[{','.join(['rabbitmq_management', *config.plugins])}].\n")
+        flags = conf / "feature_flags"  # compose/rabbitmq/entrypoint.sh exports it when present
+        flags.unlink(missing_ok=True)
+        if config.feature_flags_on_init is not None:
+            flags.write_text(",".join(config.feature_flags_on_init) + "\n")
 
     def versions(self) -> dict[str, Any]:
         return mgmt.versions(self)

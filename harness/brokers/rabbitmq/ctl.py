@@ -99,3 +99,18 @@ def parse_recoverable(out: str) -> dict[str, list[str]]:
 def erl_atoms(text: str) -> list[str]:
     """Atoms like 'rabbit@rabbit2' out of an Erlang term printed by rabbitmqctl eval."""
     return re.findall(r"'?(rabbit@[A-Za-z0-9_.-]+)'?", text)
+
+
+def feature_flags(cluster, node: str, timeout: float = 60) -> list[dict]:
+    """``rabbitmqctl list_feature_flags``: each flag's name, state and stability."""
+    _, out = cluster.rabbitmqctl(node, "-q", "list_feature_flags", "name", "state", "stability",
+                                 "--formatter", "json", timeout=timeout)
+    start = out.find("[")
+    return json.loads(out[start:]) if start >= 0 else []
+
+
+def server_version(cluster, node: str, timeout: float = 30) -> str | None:
+    """The running node's own version (``rabbitmq-diagnostics server_version``)."""
+    rc, out = cluster.exec(node, ["rabbitmq-diagnostics", "-q", "server_version"], check=False, timeout=timeout)
+    found = re.findall(r"^\s*([0-9]+\.[0-9]+\.[0-9][0-9A-Za-z.+\-]*)\s*$", out, re.M) if rc == 0 else []
+    return found[-1] if found else None

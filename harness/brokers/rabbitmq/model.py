@@ -17,7 +17,7 @@ from harness.spec import BaseScenario, BaseWorkload, Strict
 # Measurements this plug-in's observation gives (a scenario's `expect:` may name them).
 MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers", "autoheal_loser_count",
                 "masters_seen", "master_changes", "new_master_elected", "unsynchronised_s", "masters_at_once_max",
-                "deliveries_by_node", "follower_delivery_fraction", "masterless_s"}
+                "deliveries_by_node", "follower_delivery_fraction", "masterless_s", "queue_present", "unroutable"}
 # What partition handling does (a version without it cannot show any of these).
 PARTITION_MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers",
                           "autoheal_loser_count"}
@@ -70,6 +70,12 @@ class QueueSpec(Strict):
     arguments: dict[str, Any] = Field(default_factory=dict)
     declare_on: str | None = None  # node whose connection declares it (classic master's home)
     dead_letter: DeadLetter | None = None
+    # false: a transient queue (seeds 000, 001: deleted when its node restarts); classic only
+    durable: bool = True
+    # the producers publish through this durable direct exchange, bound to the queue (routing
+    # key: the queue's name) and declared with it on declare_on's node (seed 001: exchanges and
+    # bindings are kept on every node); None: the default exchange
+    exchange: str | None = None
 
     @model_validator(mode="after")
     def _policy_fits(self):
@@ -83,6 +89,8 @@ class QueueSpec(Strict):
                 raise ValueError("arguments.x-delivery-limit: quorum queues only")
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < -1:
                 raise ValueError("arguments.x-delivery-limit: an integer, -1 for unlimited")
+        if not self.durable and self.type not in ("classic", "mirrored"):
+            raise ValueError(f"durable: false: classic queues only ({self.type} queues are always durable)")
         if self.type == "stream":
             self._stream_fits()
         self._dead_letter_fits()
@@ -150,6 +158,8 @@ class RabbitWorkload(BaseWorkload):
     single_active_consumer: bool = False
     cancel_on_failover: bool = True
     persistent: bool = Field(True, description="delivery_mode 2; false: lost on restart (seed 000)")
+    confirms: bool = Field(True, description="publisher confirms; false: every publish's outcome unknown "
+                                             "(unknown_lost counts those never delivered)")
     consumer_delay: float = Field(0, ge=0, le=1, description="seconds of work per delivery")
     # Where consumers connect first: a node name, or "followers" / "leader" / "outside" (no
     # replica) of the quorum queue (resolved when the run starts; Q5 attaches the consumer to a

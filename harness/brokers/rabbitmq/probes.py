@@ -16,7 +16,7 @@ from harness.brokers.rabbitmq import perftest
 from harness.brokers.rabbitmq.clients import RabbitConsumer, RabbitPublisher, params
 from harness.brokers.rabbitmq.cluster import short_node
 from harness.brokers.rabbitmq.model import SYNC_MODES
-from harness.brokers.rabbitmq.workload import endpoints
+from harness.brokers.rabbitmq.workload import endpoints, queue_gone
 from harness.history import JsonlWriter
 from harness.measures import blocked_s, falls, grows, mean_ci95
 from harness.probes import Probes, hosts, spread, spread_measures
@@ -48,6 +48,11 @@ class RabbitProbes(Probes):
             self._links()
 
     def after_heal(self) -> None:
+        # does the run's queue still exist (a transient queue does not survive its node)?
+        try:
+            self.measurements["queue_present"] = not queue_gone(self.cluster, self.sc.queue.name)
+        except Exception:  # noqa: BLE001 - not measured (a cluster that cannot say): never a guess
+            self.measurements["queue_present"] = None
         if self.sc.probes.metadata:
             self._metadata_kept()
         m = self.sc.probes.masters

@@ -71,7 +71,10 @@ def _declare_queue(cluster, sc, on: str | None) -> None:
             ch.exchange_declare(dl.exchange, "fanout", durable=True)
             ch.queue_declare(dl.queue, durable=True, arguments={"x-queue-type": "quorum"})
             ch.queue_bind(dl.queue, dl.exchange)
-        ch.queue_declare(q.name, durable=True, arguments=args)
+        ch.queue_declare(q.name, durable=q.durable, arguments=args)
+        if q.exchange:
+            ch.exchange_declare(q.exchange, "direct", durable=True)
+            ch.queue_bind(q.name, q.exchange, routing_key=q.name)
     finally:
         conn.close()
     if q.type == "mirrored" and q.policy.get("ha-sync-mode") == "automatic":
@@ -96,6 +99,7 @@ def producers(ctx: RunContext) -> list:
             name, producer_endpoints(ctx.cluster, sc), sc.queue.name, ctx.writer("produce", name), ctx.clock,
             ctx.stop, rate=w.rate, max_messages=w.max_messages, window=w.window,
             confirm_timeout=w.confirm_timeout, size=w.message_size, first=i, persistent=w.persistent,
+            confirms=w.confirms, exchange=sc.queue.exchange or "",
             poison_every=w.poison.every if w.poison else None))
     return out
 
