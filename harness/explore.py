@@ -253,11 +253,13 @@ def table_lines(records: list[dict]) -> list[str]:
             run = next((a["run"] for a in rec.get("shrink") or [] if a["groups"] == keep and a["exit"] == EXIT_INVALID),
                        rec["run"])
             shortest = f"{_groups_text(rec['groups'], keep)}: {(checks.get(run) or {}).get('reason', '')}"
+        verdict = VERDICTS.get(rec.get("exit"), "?")
+        if rec.get("exit") == EXIT_INVALID and f.get("reason"):
+            verdict += f" ({f['reason']})"
         cells = [f"{rec['base']} @ {_version(rec, f)}", rec["seed"], ",".join(rec["faults"]), len(rec["groups"]),
                  f"{float(rec['duration']):g}", rec.get("fault_s", fault_seconds(rec["groups"])),
                  f.get("attempted", ""), f.get("ok", ""), f.get("lost", ""), f.get("duplicated", ""),
                  f.get("ordering_violations", ""), f.get("unavailable_s", ""), records_n, f.get("check_s", ""),
-                 _clients(f), VERDICTS.get(rec.get("exit"), "?") + (f" ({f['reason']})" if rec.get("exit") == EXIT_INVALID and
-                                                      f.get("reason") else ""), shortest]
+                 _clients(f), verdict, shortest]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return lines

@@ -145,3 +145,31 @@ def test_a_pause_waits_for_execs_into_the_node_and_refuses_new_ones():
     assert order == ["exec done", "paused", "n2 exec"]
     with gate.exec_into("n1"):  # after the pause call, execs go through (docker answers for itself)
         pass
+
+
+def test_a_pause_the_freezer_gave_up_on_is_tried_again(monkeypatch):
+    import subprocess
+
+    from harness.brokers import containers as C
+    from harness.brokers.protocol import ClusterError
+
+    calls, state = [], {"paused": False}
+
+    def fake_docker(*args, check=True, timeout=120):
+        calls.append(args)
+        if len(calls) == 1:  # runc's freeze timed out; it thawed the container back
+            return subprocess.CompletedProcess(args, 1, "", "OCI runtime pause failed: unable to freeze: unknown")
+        state["paused"] = True
+        return subprocess.CompletedProcess(args, 0, "", "")
+    monkeypatch.setattr(C, "docker", fake_docker)
+    from harness import brokers
+
+    c = brokers.get("kafka").cluster(version="4.1")  # a ContainerCluster; docker is faked
+    monkeypatch.setattr(c, "paused", lambda node: state["paused"])
+    monkeypatch.setattr(c, "running", lambda node: True)
+    c.pause("kafka2")
+    assert calls == [("pause", "kafka2"), ("pause", "kafka2")] and state["paused"]
+    state["paused"] = False
+    monkeypatch.setattr(C, "docker", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "no such container"))
+    with pytest.raises(ClusterError, match="no such container"):  # another failure is not retried
+        c.pause("kafka2")

@@ -252,10 +252,21 @@ class ContainerCluster(Cluster):
         elif not self.state(node).get("Running"):
             docker("start", node)
 
-    def pause(self, node: str) -> None:
-        if not self.paused(node):
+    def pause(self, node: str, tries: int = 3) -> None:
+        """docker pause, tried again when the freezer gives up (runc's "unable to freeze": a
+        task of the container in uninterruptible I/O under load; runc thaws it back, so the
+        container runs and a second try is safe)."""
+        for attempt in range(1, tries + 1):
+            if self.paused(node):
+                return
             with GATE.freezing(node):
-                docker("pause", node)
+                done = docker("pause", node, check=False)
+            if done.returncode == 0:
+                return
+            if "unable to freeze" not in (done.stderr or "") or attempt == tries:
+                raise ClusterError(f"docker pause {node} failed: {(done.stderr or '').strip()[-300:]}")
+            log.warning("pause %s: the freezer gave up (try %d of %d); again once it runs", node, attempt, tries)
+            wait_until(lambda: self.running(node) and not self.paused(node), 30, f"{node} thawed after a failed pause")
 
     def unpause(self, node: str) -> None:
         if self.paused(node):

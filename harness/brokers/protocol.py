@@ -48,7 +48,8 @@ KILL, STOP, START, PAUSE, WIPE, RESTART_APP = "kill", "stop", "start", "pause", 
 POWER_LOSS = "power_loss"  # the nodes' data directories can forget what was never fsynced
 CORRUPT = "corrupt"  # the nodes' data files can be bit-flipped or truncated (Cluster.data_files)
 MEMBERSHIP = "membership"  # the run's replicated queue / partition can lose and gain members (Cluster.change_member)
-QUORUM_MEMBERSHIP = "quorum_membership"  # the metadata quorum's voters can change (KIP-853: Cluster.change_member(QUORUM))
+# the metadata quorum's voters can change (KIP-853: Cluster.change_member(op, node, QUORUM))
+QUORUM_MEMBERSHIP = "quorum_membership"
 # the subject of a controller membership change: the metadata quorum's voters, not a queue / topic
 QUORUM = "@quorum"
 UPGRADE = "upgrade"  # a node can run another version's image on its kept data (Cluster.upgrade_node)

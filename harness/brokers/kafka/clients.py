@@ -92,7 +92,8 @@ class KafkaProducerWorker(Worker):
             except (SystemError, KafkaException) as e:  # the client library failed, not the broker
                 p = self._replace(p, e)
         if invoked == seq:  # written ahead, then the local queue was full and we stopped: never sent
-            self._write(f"{self.name}-{seq}", seq, self.clock.now(), "fail", "not sent: stopped with the local queue full",
+            self._write(f"{self.name}-{seq}", seq, self.clock.now(), "fail",
+                        "not sent: stopped with the local queue full",
                         None)
         # Everything still queued gets its definitive report within the delivery timeout.
         p.flush(self.delivery_timeout_s + 5)

@@ -14,8 +14,8 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.compose import ComposeCluster
 from harness.brokers.containers import docker
-from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, RESTART_APP, UPGRADE, ClusterError,
-                                     Recorder, Steady)
+from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, RESTART_APP, UPGRADE,
+                                     ClusterError, Recorder, Steady)
 from harness.brokers.settings import Settings
 from harness.brokers.rabbitmq import ctl, mgmt, queues, recovery
 from harness.brokers.rabbitmq.ctl import parse_recoverable
