@@ -492,7 +492,9 @@ def undo(cluster: Cluster, f: Fault, keys: tuple[str, ...] = UNDO_ORDER) -> None
         else:
             todo = [n for n in cluster.nodes() if n in pending]
             for n in todo:
-                (cluster.unpause if key == "unpause" else cluster.start)(n)
+                # a container removed since (a later run's cluster replaced it) has nothing to lift
+                if cluster.exists(n):
+                    (cluster.unpause if key == "unpause" else cluster.start)(n)
             f.undo[key] = [n for n in pending if n not in todo]
 
 

@@ -173,3 +173,13 @@ def test_a_pause_the_freezer_gave_up_on_is_tried_again(monkeypatch):
     monkeypatch.setattr(C, "docker", lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "no such container"))
     with pytest.raises(ClusterError, match="no such container"):  # another failure is not retried
         c.pause("kafka2")
+
+
+def test_a_heal_of_a_dead_runs_fault_passes_over_a_container_removed_since(tmp_path):
+    from nemesis import faults as F
+
+    c = FakeRabbit(tmp_path)
+    c.exists = lambda n: n != "rabbit3"  # a later run's cluster replaced it
+    f = F.Fault(id="f1", fault="kill", targets=["rabbit2", "rabbit3"], undo={"start": ["rabbit2", "rabbit3"]})
+    F.undo(c, f)
+    assert ("start", "rabbit2") in c.calls and ("start", "rabbit3") not in c.calls and not f.pending()
