@@ -303,16 +303,25 @@ EXPLORE_RECORDS = "explore-*.json"  # published explore records (`mqchaos explor
 SCENARIO_FILES = "scenarios/*.yaml"  # the catalogue, named from the repository's root
 
 
-def _claims_source(batch_dir):
-    """The seed-claim table: every scenario's ``claims:``, every published batch's runs."""
+def _published_rows(batch_dir):
+    """Every run row of the published batches below ``batch_dir`` (docs/batches)."""
     import json
 
+    from harness import rows as R
+
+    files = sorted(batch_dir.glob(f"*/{R.SUMMARY_JSON}"))
+    if not files:
+        raise ValueError(f"{batch_dir}: no published batch (*/{R.SUMMARY_JSON}) below it")
+    return [r for f in files for r in json.loads(f.read_text())]
+
+
+def _claims_source(batch_dir):
+    """The seed-claim table: every scenario's ``claims:``, every published batch's runs."""
     from harness import rows as R
     from harness.scenario import read
     from harness.spec import SEED_CLAIMS
 
-    files = sorted(batch_dir.glob(f"*/{R.SUMMARY_JSON}"))
-    rows = [r for f in files for r in json.loads(f.read_text())]
+    rows = _published_rows(batch_dir)
     scenarios = []
     for path in sorted(R.store.ROOT.glob(SCENARIO_FILES)):
         data = read(str(path))
@@ -343,11 +352,7 @@ def _doc_source(batch_dir, wanted, as_matrix, tally, batches, as_name):
     from harness import rows as R
 
     if tally:
-        files = sorted(batch_dir.glob(f"*/{R.SUMMARY_JSON}"))
-        if not files:
-            raise ValueError(f"{batch_dir}: no published batch (*/{R.SUMMARY_JSON}) below it")
-        rows = [r for f in files for r in json.loads(f.read_text())]
-        rows = [r for r in rows if not wanted or r["scenario"] in wanted or r.get("id") in wanted]
+        rows = [r for r in _published_rows(batch_dir) if not wanted or r["scenario"] in wanted or r.get("id") in wanted]
         return R.tally_lines(rows), batch_dir, len(rows)
     if as_matrix:
         M.read(batch_dir)  # ValueError when it is no matrix batch

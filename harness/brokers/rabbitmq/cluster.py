@@ -144,19 +144,20 @@ class RabbitCluster(ComposeCluster):
     def node_version(self, node: str) -> str | None:
         return ctl.server_version(self, node) if self.running(node) else None
 
-    def features(self) -> dict[str, str]:
-        """Each feature flag's state, as a running node lists them."""
+    def _running_node(self, what: str) -> str:
         node = next((n for n in self.brokers() if self.running(n)), None)
         if node is None:
-            raise ClusterError("no node runs to list the feature flags")
-        return {f["name"]: str(f.get("state")) for f in ctl.feature_flags(self, node)}
+            raise ClusterError(f"no node runs to {what}")
+        return node
+
+    def features(self) -> dict[str, str]:
+        """Each feature flag's state, as a running node lists them."""
+        return {f["name"]: str(f.get("state")) for f in ctl.feature_flags(self, self._running_node("list the flags"))}
 
     def finalize_features(self, params: dict) -> dict[str, str]:
         """``rabbitmqctl enable_feature_flag all``, what the upgrade guide asks after a rolling
         upgrade: every stable flag must then be enabled."""
-        node = next((n for n in self.brokers() if self.running(n)), None)
-        if node is None:
-            raise ClusterError("no node runs to enable the feature flags")
+        node = self._running_node("enable the feature flags")
         stable = [f["name"] for f in ctl.feature_flags(self, node) if f.get("stability") in ("stable", "required")]
         self.rabbitmqctl(node, "enable_feature_flag", "all", timeout=float(params.get("timeout", 120)))
         return {name: "enabled" for name in stable}
