@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.util import wait_until
+from harness.util import StopWaiting, wait_until
 from nemesis import net
 from nemesis.core import LOG_FILE, STATE_FILE, Nemesis
 
@@ -72,12 +72,13 @@ def heal_or_recover(nem) -> dict | None:
     that do not serve, as the run loop does (Nemesis.restart_stuck), and return that
     as a finding. RabbitMQ 3.10.8 sometimes leaves a node paused by
     pause_minority stopped after the heal (its management agent crashes in
-    rabbit_net:dist_info/4; docs/findings.md, R10/R11): a broker fault, not the
-    nemesis's. The nemesis's part (its rules gone) is still asserted by the caller."""
+    rabbit_net:dist_info/4; docs/findings.md, R10/R11), or its boot hung (NodeExitedError,
+    a StopWaiting): a broker fault, not the nemesis's. The nemesis's part (its rules gone) is
+    still asserted by the caller. Caught as the run loop does (runner.operator_recovery)."""
     try:
         nem.heal()
         return None
-    except TimeoutError as e:
+    except (TimeoutError, StopWaiting) as e:
         return {"finding": "did_not_self_heal", "reason": str(e), "restarted": nem.restart_stuck(180)}
 
 
