@@ -33,6 +33,10 @@ def test_kafka_measures_from_samples():
     assert m["leaders_seen"] == ["kafka1", "kafka2"] and m["leader_changes"] == 1
     assert m["new_leader_elected"] and m["new_controller_elected"] and m["controller_changes"] == 1
     assert m["isr_shrink_s"] == 2.0
+    assert m["isr_rejoined"] is False          # back to two of three, never to the full three
+    s.append(_kafka(11, "kafka2", ["kafka1", "kafka2", "kafka3"], "kafka2"))
+    assert kafka_observe.partition_measures(s, fault_start=1.0)["isr_rejoined"] is True
+    s.pop()
     assert m["isr_timeline"][0] == [0, "isr=kafka1,kafka2,kafka3 leader=kafka1 controller=kafka1"]
     assert len(m["isr_timeline"]) == 5        # changes only
 
@@ -41,6 +45,7 @@ def test_kafka_measures_without_change():
     s = [_kafka(t, "kafka3", ["kafka1", "kafka2", "kafka3"]) for t in range(5)]
     m = kafka_observe.partition_measures(s, fault_start=0.0)
     assert m["isr_min"] == 3 and m["isr_shrink_s"] is None and not m["new_leader_elected"]
+    assert m["isr_rejoined"] is None          # nothing left the ISR: nothing to rejoin
     assert kafka_observe.partition_measures([{"t": 0, "error": "x"}], 0.0) == {}
 
 
@@ -52,6 +57,15 @@ def test_rabbit_measures_from_samples():
     m = rabbit_observe.queue_measures(s)
     assert m["masters_seen"] == ["rabbit1", "rabbit2"] and m["master_changes"] == 1 and m["new_master_elected"]
     assert m["unsynchronised_s"] == 2 + 3     # t=2..4 and 5..8; no master at t=4 is not "unsynchronised"
+    assert m["mirrors_added"] == [] and m["mirrors_added_count"] == 0  # rabbit2 was a mirror already
+
+
+def test_rabbit_mirror_replaced():
+    """ha-mode exactly 2: rabbit2's mirror dies, RabbitMQ places one on rabbit3 (seed 000)."""
+    q = lambda t, mirrors: {"t": t, "nodes": {}, "master": "rabbit1", "mirrors": mirrors, "synchronised": []}
+    m = rabbit_observe.queue_measures([q(0, ["rabbit2"]), q(1, []), q(3, ["rabbit3"]), q(9, ["rabbit2", "rabbit3"])])
+    assert m["mirrors_added"] == ["rabbit3"] and m["mirrors_added_count"] == 1
+    assert m["master_changes"] == 0
 
 
 LOGS = {

@@ -20,7 +20,7 @@ METADATA_MODES = {
 MEASUREMENTS = {"isr_min", "isr_below_2_s", "isr_shrink_s", "leaders_seen", "leader_changes",
                 "new_leader_elected", "controller_changes", "new_controller_elected", "leaderless_s",
                 "log_truncations", "isr_below_min_s", "leader_is_controller", "ack_latency_max_s",
-                "ack_latency_after_isr_shrink_max_s", "isr_shrink_lag_s"}
+                "ack_latency_after_isr_shrink_max_s", "isr_shrink_lag_s", "isr_rejoined"}
 
 
 def metadata_reason(mode: str, why: str | None) -> str:

@@ -66,6 +66,10 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
         full = len(ok[0]["isr"])
         shrunk = [s["t"] for s in ok if s["t"] >= fault_start and len(s["isr"]) < full]
         m["isr_shrink_s"] = round(shrunk[0] - fault_start, 2) if shrunk else None
+        # seed 002: a replica that comes back is outside the ISR until it has caught up, then
+        # rejoins it; None when the ISR never shrank
+        m["isr_rejoined"] = (any(s["t"] > shrunk[0] and len(s["isr"]) >= full for s in ok)
+                             if shrunk else None)
         # the placement when the faults began: the claims of K4-K9 turn on it (since 2.7 an
         # ISR change goes through the controller, so a leader cut from it cannot shrink the ISR)
         before = [s for s in ok if s["t"] <= fault_start] or ok[:1]

@@ -72,11 +72,16 @@ class RabbitPublisher(Worker):
                  clock: RunClock, stop_all: threading.Event, *, rate: float | None = None,
                  max_messages: int = 10_000, window: int = 100, confirm_timeout: float = 10.0,
                  persistent: bool = True, size: int = 0, first: int = 0, backoff: float = 0.5,
-                 poison_every: int | None = None, confirms: bool = True, exchange: str = ""):
+                 poison_every: int | None = None, confirms: bool = True, exchange: str = "",
+                 transactions: int = 0):
         super().__init__(name, writer, clock, stop_all)
         # without confirms (seed 000's "Без них есть вероятность потери сообщений") a publish
         # has no known outcome: recorded info once basic.publish returns
         self.confirms, self.exchange = confirms, exchange
+        # AMQP transactions (seed 001: Tx.CommitOk only once every mirror has the messages):
+        # ``transactions`` messages per tx.commit, its CommitOk their confirmation; a channel
+        # in tx mode refuses confirm.select, so one replaces the other
+        self.transactions = transactions
         self.poison_every = poison_every
         self.endpoints, self.queue = endpoints, queue
         self.rate, self.max_messages, self.window = rate, max_messages, window
@@ -127,13 +132,18 @@ class RabbitPublisher(Worker):
 
     # -- one connection ---------------------------------------------------------------
     def _session(self, ep: Endpoint) -> None:
-        # timed_out: messages recorded as info whose confirm may still come on this channel
-        self.node, self.inflight, self.timed_out, self.returned, self.tag = ep.node, {}, {}, set(), 0
-        self.conn = self.ch = None
-        self.t_connect = self.clock.now()
+        self._begin(ep)
         pika.SelectConnection(params(ep), on_open_callback=self._on_open,
                               on_open_error_callback=self._on_open_error,
                               on_close_callback=self._on_closed).ioloop.start()
+
+    def _begin(self, ep: Endpoint) -> None:
+        """A connection's state, fresh: delivery tags are the channel's."""
+        # timed_out: messages recorded as info whose confirm may still come on this channel
+        self.node, self.inflight, self.timed_out, self.returned, self.tag = ep.node, {}, {}, set(), 0
+        self.committing: list[int] | None = None  # the delivery tags a tx.commit awaits
+        self.conn = self.ch = None
+        self.t_connect = self.clock.now()
 
     def _on_open_error(self, conn, err) -> None:
         # No broker to publish to: one definite failure, so the outage is in the history.
@@ -149,7 +159,9 @@ class RabbitPublisher(Worker):
         self.ch = ch
         ch.add_on_close_callback(self._on_channel_closed)
         ch.add_on_return_callback(self._on_return)
-        if self.confirms:
+        if self.transactions:
+            ch.tx_select(callback=lambda _frame: self._tick())
+        elif self.confirms:
             ch.confirm_delivery(self._on_confirm, callback=lambda _frame: self._tick())
         else:
             self._tick()
@@ -179,22 +191,32 @@ class RabbitPublisher(Worker):
         if m.multiple:
             tags += [t for t in self.timed_out if t <= m.delivery_tag]
         for tag in tags:
-            if tag in self.timed_out:  # the broker's word came after we gave up: it still counts
-                msg_id, seq, t = self.timed_out.pop(tag)
-                unroutable = msg_id in self.returned  # basic.return comes before the ack
-                self.returned.discard(msg_id)
-                self._late(msg_id, seq, t, "fail" if nack or unroutable else "ok")
-                continue
-            if tag not in self.inflight:
-                continue
-            msg_id, seq, t = self.inflight.pop(tag)
-            if nack:
-                self._record(msg_id, seq, "fail", t, "nack")
-            elif msg_id in self.returned:
-                self.returned.discard(msg_id)
-                self._record(msg_id, seq, "fail", t, "unroutable")
-            else:
-                self._record(msg_id, seq, "ok", t)
+            self._settle(tag, nack)
+
+    def _on_commit(self, _frame) -> None:
+        """Tx.CommitOk: every message of the transaction is confirmed at once."""
+        for tag in self.committing or []:
+            self._settle(tag, False)
+        self.committing = None  # the next _tick (every 5 ms) begins the next transaction
+
+    def _settle(self, tag: int, nack: bool) -> None:
+        """The broker's word on one delivery tag: a confirm, a nack or a commit."""
+        if tag in self.timed_out:  # the broker's word came after we gave up: it still counts
+            msg_id, seq, t = self.timed_out.pop(tag)
+            unroutable = msg_id in self.returned  # basic.return comes before the ack
+            self.returned.discard(msg_id)
+            self._late(msg_id, seq, t, "fail" if nack or unroutable else "ok")
+            return
+        if tag not in self.inflight:
+            return
+        msg_id, seq, t = self.inflight.pop(tag)
+        if nack:
+            self._record(msg_id, seq, "fail", t, "nack")
+        elif msg_id in self.returned:
+            self.returned.discard(msg_id)
+            self._record(msg_id, seq, "fail", t, "unroutable")
+        else:
+            self._record(msg_id, seq, "ok", t)
 
     def _tick(self) -> None:
         if not (self.ch and self.ch.is_open):
@@ -205,13 +227,17 @@ class RabbitPublisher(Worker):
                 del self.inflight[tag]
                 self.timed_out[tag] = (msg_id, seq, t)
                 self._record(msg_id, seq, "info", t, "confirm timeout")
-        if self.done():
+        if self.committing is not None:
+            pass  # one transaction at a time: its CommitOk (_on_commit) ticks again
+        elif self.done():
             if not self.inflight:
                 self.conn.close()
                 return
         else:
             budget = min(self.window - len(self.inflight), self.limiter.budget(now, self.seq),
                          self.max_messages - self.seq)
+            if self.transactions:
+                budget = min(budget, self.transactions)
             for _ in range(int(max(0, budget))):
                 msg_id, seq = self._next()
                 marks = self._marks(seq)
@@ -231,6 +257,9 @@ class RabbitPublisher(Worker):
                     continue
                 self.tag += 1
                 self.inflight[self.tag] = (msg_id, seq, t)
+            if self.transactions and self.inflight:
+                self.committing = list(self.inflight)
+                self.ch.tx_commit(callback=self._on_commit)
         self.conn.ioloop.call_later(0.005, self._tick)
 
 

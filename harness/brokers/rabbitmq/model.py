@@ -17,7 +17,8 @@ from harness.spec import BaseScenario, BaseWorkload, Strict
 # Measurements this plug-in's observation gives (a scenario's `expect:` may name them).
 MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers", "autoheal_loser_count",
                 "masters_seen", "master_changes", "new_master_elected", "unsynchronised_s", "masters_at_once_max",
-                "deliveries_by_node", "follower_delivery_fraction", "masterless_s", "queue_present", "unroutable"}
+                "deliveries_by_node", "follower_delivery_fraction", "masterless_s", "queue_present", "unroutable",
+                "mirrors_added", "mirrors_added_count"}
 # What partition handling does (a version without it cannot show any of these).
 PARTITION_MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers",
                           "autoheal_loser_count"}
@@ -160,12 +161,23 @@ class RabbitWorkload(BaseWorkload):
     persistent: bool = Field(True, description="delivery_mode 2; false: lost on restart (seed 000)")
     confirms: bool = Field(True, description="publisher confirms; false: every publish's outcome unknown "
                                              "(unknown_lost counts those never delivered)")
+    transactions: int = Field(0, ge=0, le=1000, description="AMQP transactions: messages per tx.commit, "
+                              "its Tx.CommitOk their confirmation (seed 001); 0: none")
     consumer_delay: float = Field(0, ge=0, le=1, description="seconds of work per delivery")
     # Where consumers connect first: a node name, or "followers" / "leader" / "outside" (no
     # replica) of the quorum queue (resolved when the run starts; Q5 attaches the consumer to a
     # follower's node).
     consumer_nodes: str | None = None
     poison: Poison | None = None
+
+    @model_validator(mode="after")
+    def _transactions(self):
+        if self.transactions and not self.confirms:
+            raise ValueError("workload.transactions: a transaction's Tx.CommitOk is its confirmation; "
+                             "confirms: false has none")
+        if self.transactions > self.window:
+            raise ValueError("workload.transactions: more messages per transaction than the window allows")
+        return self
 
     def outcome_timeout(self) -> float:
         return self.confirm_timeout
@@ -272,18 +284,40 @@ class RabbitProbes(Strict):
     sync: SyncProbe | None = None
 
 
+LINK_PLUGINS = {"shovel": ("rabbitmq_shovel", "rabbitmq_shovel_management"),
+                "federated-queue": ("rabbitmq_federation", "rabbitmq_federation_management"),
+                "federated-exchange": ("rabbitmq_federation", "rabbitmq_federation_management")}
+
+
 class LinkSpec(Strict):
-    """A link between two clusters on one network (seeds 000, 003: federation and shovels,
-    made for WANs): rabbit1 and rabbit2 form the upstream cluster, rabbit3 the downstream one.
-    Producers publish to the queue upstream, consumers read the queue of the same name
-    downstream; a dynamic shovel, declared on rabbit3, moves the messages across."""
-    kind: Literal["shovel"] = "shovel"
+    """A link between clusters on one network (seeds 000, 003: federation and shovels, made
+    for WANs): by default rabbit1 and rabbit2 form the upstream cluster, rabbit3 the
+    downstream one. Producers publish upstream, consumers read the queue of the same name
+    downstream. ``shovel``: a dynamic shovel, declared downstream, moves the upstream queue's
+    messages across. ``federated-queue``: the downstream queue federates the upstream queue
+    of its name (it pulls messages when its consumers have room). ``federated-exchange``: the
+    producers publish to ``queue.exchange`` upstream; the downstream exchange of that name
+    federates it, and the downstream queue is bound there (seed 003: what is published
+    upstream is published downstream too). ``separate_downstreams``: each downstream node is
+    a cluster of its own, each with its link (seed 003: several downstreams of one federated
+    queue)."""
+    kind: Literal["shovel", "federated-queue", "federated-exchange"] = "shovel"
     # on-confirm: the upstream message is acked once downstream confirms it (at least once);
     # no-ack: acked as it is sent
     ack_mode: Literal["on-confirm", "on-publish", "no-ack"] = "on-confirm"
     reconnect_delay: float = Field(5, gt=0, le=60)
     upstream: list[str] = Field(default_factory=lambda: ["rabbit1", "rabbit2"])
     downstream: list[str] = Field(default_factory=lambda: ["rabbit3"])
+    separate_downstreams: bool = False
+
+    def sites(self) -> list[list[str]]:
+        """The clusters: the upstream first, then the downstream one(s)."""
+        down = [[n] for n in sorted(self.downstream)] if self.separate_downstreams else [sorted(self.downstream)]
+        return [sorted(self.upstream), *down]
+
+    def homes(self) -> list[str]:
+        """Where each downstream cluster's link is declared: its first node."""
+        return [site[0] for site in self.sites()[1:]]
 
 
 class RabbitScenario(BaseScenario):
@@ -298,20 +332,55 @@ class RabbitScenario(BaseScenario):
     link: LinkSpec | None = None
 
     @model_validator(mode="after")
-    def _two_sites(self):
-        """A link's ends are two clusters: the configuration says so, with the shovel plugin."""
-        if self.link is None:
+    def _link_sites(self):
+        """A link's ends are separate clusters: the configuration says so, with the link's
+        plugins."""
+        ln = self.link
+        if ln is None:
             return self
-        sites = [sorted(self.link.upstream), sorted(self.link.downstream)]
+        sites = ln.sites()
         if self.cluster.sites and sorted(map(sorted, self.cluster.sites)) != sorted(sites):
             raise ValueError(f"cluster.sites {self.cluster.sites} differ from the link's ends {sites}")
-        if sorted(sites[0] + sites[1]) != ["rabbit1", "rabbit2", "rabbit3"]:
+        if sorted(n for site in sites for n in site) != list(NODES):
             raise ValueError("link: upstream and downstream must split rabbit1..3, each node in one")
-        if self.queue.declare_on and self.queue.declare_on not in self.link.upstream:
+        if self.queue.declare_on and self.queue.declare_on not in ln.upstream:
             raise ValueError("queue.declare_on must be an upstream node (the producers' side)")
+        if ln.separate_downstreams and ln.kind != "federated-queue":
+            raise ValueError("link.separate_downstreams: a federated queue's (seed 003); a shovel or a federated "
+                             "exchange here has one downstream cluster")
+        if ln.kind == "federated-exchange" and not self.queue.exchange:
+            raise ValueError("link.kind federated-exchange: queue.exchange names the exchange federated")
+        if ln.kind == "federated-queue" and self.queue.type == "mirrored":
+            raise ValueError("link.kind federated-queue: a mirrored queue's ha policy would replace the federation "
+                             "policy (one policy applies to a queue); use classic or quorum")
         self.cluster.sites = sites
-        self.cluster.plugins = sorted({*self.cluster.plugins, "rabbitmq_shovel", "rabbitmq_shovel_management"})
+        self.cluster.plugins = sorted({*self.cluster.plugins, *LINK_PLUGINS[ln.kind]})
         return self
+
+    @model_validator(mode="after")
+    def _one_site_tested(self):
+        """Sites without a link: the first site is the cluster under test (seed 000: a two-node
+        cluster), the rest stand by; the queue is declared there."""
+        if self.link is None and self.cluster.sites and self.queue.declare_on \
+                and self.queue.declare_on not in self.cluster.sites[0]:
+            raise ValueError("queue.declare_on must be a node of the first of cluster.sites (the cluster "
+                             "under test)")
+        return self
+
+    def client_nodes(self, side: Literal["produce", "consume"]) -> list[str]:
+        """The nodes the producers or the consumers connect to: a link's upstream or downstream
+        cluster; with sites alone the first site; else every node."""
+        if self.link:
+            return list(self.link.upstream if side == "produce" else self.link.downstream)
+        return list(self.cluster.sites[0]) if self.cluster.sites else list(NODES)
+
+    def queue_sites(self) -> list[list[str]] | None:
+        """The clusters that hold the scenario's queue: with sites alone the first; a federated
+        exchange's downstream ones (upstream, the link's own queue holds what is in transit);
+        else every one the nodes form (None: ask the cluster)."""
+        if self.link:
+            return self.link.sites()[1:] if self.link.kind == "federated-exchange" else None
+        return [list(self.cluster.sites[0])] if self.cluster.sites else None
 
     @model_validator(mode="after")
     def _streams_and_poison(self):

@@ -71,6 +71,11 @@ def queue_measures(samples: list[dict]) -> dict:
          "queue_timeline": timeline(ok, lambda s: f"master={s.get('master')} "
                                     f"sync={','.join(s.get('synchronised', s.get('online', [])) or [])}")}
     if any("mirrors" in s for s in ok):
+        # seed 000: "RabbitMQ always tries to keep the replication factor": a node that was
+        # neither master nor mirror when the window opened and holds a mirror later
+        had = set(ok[0].get("mirrors") or []) | {ok[0].get("master")}
+        added = sorted({n for s in ok for n in s.get("mirrors") or []} - had)
+        m["mirrors_added"], m["mirrors_added_count"] = added, len(added)
         m["unsynchronised_s"] = duration(
             [s for s in ok if "mirrors" in s],
             lambda s: s.get("master") is not None and set(s["mirrors"]) - set(s["synchronised"]))

@@ -50,7 +50,7 @@ class RabbitProbes(Probes):
     def after_heal(self) -> None:
         # does the run's queue still exist (a transient queue does not survive its node)?
         try:
-            self.measurements["queue_present"] = not queue_gone(self.cluster, self.sc.queue.name)
+            self.measurements["queue_present"] = not queue_gone(self.cluster, self.sc.queue.name, self.sc.queue_sites())
         except Exception:  # noqa: BLE001 - not measured (a cluster that cannot say): never a guess
             self.measurements["queue_present"] = None
         if self.sc.probes.metadata:

@@ -3,6 +3,7 @@ that fail over across all nodes, prefill, drain (a stream up to its end; with de
 the dead-letter queue too)."""
 from __future__ import annotations
 
+import re
 import time
 
 import pika
@@ -21,37 +22,78 @@ def endpoints(cluster) -> list[Endpoint]:
 
 
 def producer_endpoints(cluster, sc) -> list[Endpoint]:
-    """All nodes; with a link, the upstream cluster's."""
-    return [e for e in endpoints(cluster) if not sc.link or e.node in sc.link.upstream]
+    """The scenario's producing side (RabbitScenario.client_nodes)."""
+    return [e for e in endpoints(cluster) if e.node in sc.client_nodes("produce")]
 
 
 def declare(cluster, sc) -> None:
-    _declare_queue(cluster, sc, sc.queue.declare_on)
-    if sc.link:  # the same queue downstream, and the shovel that moves the messages there
-        _declare_queue(cluster, sc, sc.link.downstream[0])
-        link(cluster, sc)
-
-
-def link(cluster, sc) -> None:
-    """A dynamic shovel, declared on the downstream cluster, from the upstream nodes' queue to
-    the local queue of the same name; running before the load starts."""
-    q, ln = sc.queue.name, sc.link
-    home = ln.downstream[0]
-    # heartbeat 10 s: the link notices a cut within about 20 s (the default 60 s is minutes)
-    value = {"src-protocol": "amqp091", "src-uri": [f"amqp://guest:guest@{n}?heartbeat=10" for n in ln.upstream],
-             "src-queue": q, "dest-protocol": "amqp091", "dest-uri": "amqp://", "dest-queue": q,
-             "ack-mode": ln.ack_mode, "reconnect-delay": ln.reconnect_delay}
-    resp = cluster.http(home, "PUT", f"parameters/shovel/%2F/{LINK}", json={"value": value})
-    resp.raise_for_status()
-    wait_until(lambda: link_state(cluster, home) == "running", 60, f"shovel {LINK} running on {home}")
+    ln = sc.link
+    if ln and ln.kind == "federated-exchange":  # upstream, only the exchange published to
+        _declare_exchange(cluster, sc, sc.queue.declare_on or ln.upstream[0])
+    else:
+        _declare_queue(cluster, sc, sc.queue.declare_on)
+    for home in ln.homes() if ln else ():  # the same queue downstream, and the link to it
+        _declare_queue(cluster, sc, home)
+        link(cluster, sc, home)
 
 
 LINK = "mqchaos-link"
 
 
-def link_state(cluster, node: str) -> str | None:
-    rows = cluster.api("shovels/%2F", node=node, timeout=5) or []
-    return next((r.get("state") for r in rows if r.get("name") == LINK), None)
+def link(cluster, sc, home: str) -> None:
+    """The link, declared on the downstream cluster of ``home``, running before the load
+    starts. heartbeat 10 s: the link notices a cut within about 20 s (the default 60 s is
+    minutes)."""
+    q, ln = sc.queue.name, sc.link
+    uris = [f"amqp://guest:guest@{n}?heartbeat=10" for n in ln.upstream]
+    if ln.kind == "shovel":
+        value = {"src-protocol": "amqp091", "src-uri": uris, "src-queue": q, "dest-protocol": "amqp091",
+                 "dest-uri": "amqp://", "dest-queue": q, "ack-mode": ln.ack_mode,
+                 "reconnect-delay": ln.reconnect_delay}
+        resp = cluster.http(home, "PUT", f"parameters/shovel/%2F/{LINK}", json={"value": value})
+        resp.raise_for_status()
+    else:  # an upstream, and the policy that federates the queue (or exchange) of that name
+        value = {"uri": uris, "ack-mode": ln.ack_mode, "reconnect-delay": ln.reconnect_delay}
+        resp = cluster.http(home, "PUT", f"parameters/federation-upstream/%2F/{LINK}", json={"value": value})
+        resp.raise_for_status()
+        exchange = ln.kind == "federated-exchange"
+        name = sc.queue.exchange if exchange else q
+        cluster.set_policy("mqchaos-federation", f"^{re.escape(name)}$", {"federation-upstream": LINK},
+                           apply_to="exchanges" if exchange else "queues", node=home)
+    wait_until(lambda: link_state(cluster, sc, home) == "running", 60, f"{ln.kind} {LINK} running on {home}")
+
+
+def link_state(cluster, sc, node: str) -> str | None:
+    """The link's state as ``node``'s cluster reports it (shovel: its state; federation: its
+    link's status)."""
+    if sc.link.kind == "shovel":
+        rows = cluster.api("shovels/%2F", node=node, timeout=5) or []
+        return next((r.get("state") for r in rows if r.get("name") == LINK), None)
+    rows = cluster.api("federation-links/%2F", node=node, timeout=5) or []
+    return next((r.get("status") for r in rows if r.get("upstream") == LINK), None)
+
+
+def link_backlog(cluster, sc) -> int | None:
+    """Messages a federated exchange's link holds upstream (its queues, named
+    ``federation: <exchange> -> ...``): in transit, not lost. 0 for other links."""
+    if not sc.link or sc.link.kind != "federated-exchange":
+        return 0
+    rows = cluster.api("queues/%2F?columns=name,messages", among=sc.link.upstream, timeout=10)
+    if rows is None:
+        return None
+    mine = [r for r in rows if str(r.get("name", "")).startswith(f"federation: {sc.queue.exchange} ")]
+    if any(r.get("messages") is None for r in mine):
+        return None
+    return sum(int(r["messages"]) for r in mine)
+
+
+def _declare_exchange(cluster, sc, on: str) -> None:
+    ep = next(e for e in endpoints(cluster) if e.node == on)
+    conn = pika.BlockingConnection(params(ep))
+    try:
+        conn.channel().exchange_declare(sc.queue.exchange, "direct", durable=True)
+    finally:
+        conn.close()
 
 
 def _declare_queue(cluster, sc, on: str | None) -> None:
@@ -61,7 +103,7 @@ def _declare_queue(cluster, sc, on: str | None) -> None:
     args = q.declare_arguments()
     if sc.workload.single_active_consumer:
         args["x-single-active-consumer"] = True
-    eps = {e.node: e for e in endpoints(cluster)}
+    eps = {e.node: e for e in endpoints(cluster) if e.node in (sc.cluster.site(on) if on else sc.client_nodes("produce"))}
     ep = eps[on] if on else next(iter(eps.values()))
     conn = pika.BlockingConnection(params(ep))
     try:
@@ -78,16 +120,18 @@ def _declare_queue(cluster, sc, on: str | None) -> None:
     finally:
         conn.close()
     if q.type == "mirrored" and q.policy.get("ha-sync-mode") == "automatic":
-        wait_until(lambda: len(cluster.queue_mirrors(q.name)["synchronised"]) >= _mirrors(q.policy),
+        want = _mirrors(q.policy, len(eps))
+        wait_until(lambda: len(cluster.queue_mirrors(q.name, node=ep.node)["synchronised"]) >= want,
                    60, f"queue {q.name} mirrors synchronised")
 
 
-def _mirrors(policy: dict) -> int:
+def _mirrors(policy: dict, nodes: int) -> int:
+    """The mirrors a policy asks for, in a cluster of ``nodes``."""
     if policy.get("ha-mode") == "exactly":
-        return int(policy.get("ha-params", 1)) - 1
+        return min(int(policy.get("ha-params", 1)), nodes) - 1
     if policy.get("ha-mode") == "nodes":
         return len(policy.get("ha-params", [])) - 1
-    return 2
+    return nodes - 1
 
 
 def producers(ctx: RunContext) -> list:
@@ -99,7 +143,7 @@ def producers(ctx: RunContext) -> list:
             name, producer_endpoints(ctx.cluster, sc), sc.queue.name, ctx.writer("produce", name), ctx.clock,
             ctx.stop, rate=w.rate, max_messages=w.max_messages, window=w.window,
             confirm_timeout=w.confirm_timeout, size=w.message_size, first=i, persistent=w.persistent,
-            confirms=w.confirms, exchange=sc.queue.exchange or "",
+            confirms=w.confirms, exchange=sc.queue.exchange or "", transactions=w.transactions,
             poison_every=w.poison.every if w.poison else None))
     return out
 
@@ -107,7 +151,7 @@ def producers(ctx: RunContext) -> list:
 def consumer_endpoints(ctx: RunContext) -> list[Endpoint]:
     """All nodes (with a link, the downstream cluster's), the ones `workload.consumer_nodes`
     names first (Q5: a follower's node; Q5b: a node outside the quorum queue's members)."""
-    eps = [e for e in endpoints(ctx.cluster) if not ctx.sc.link or e.node in ctx.sc.link.downstream]
+    eps = [e for e in endpoints(ctx.cluster) if e.node in ctx.sc.client_nodes("consume")]
     want = ctx.sc.workload.consumer_nodes
     if not want:
         return eps
@@ -207,7 +251,7 @@ def drain(ctx: RunContext, consumers: list) -> Drained:
         if messages_left(ctx, readers) == 0:
             return True
         # R4: the queue itself was lost; there is nothing left to drain, and that is the finding
-        if queue_gone(ctx.cluster, sc.queue.name):
+        if queue_gone(ctx.cluster, sc.queue.name, sc.queue_sites()):
             gone.append(True)
             return True
         stuck = all(ctx.clock.now() - c.last_delivery >= STUCK_AFTER for c in readers)
@@ -240,9 +284,10 @@ def messages_left(ctx: RunContext, readers: list) -> int | None:
     q, cluster = ctx.sc.queue, ctx.cluster
     if q.type == "stream":
         return stream_left(cluster, q.name, readers)
-    counts = [queue_depth(cluster, q.name)]
+    sites = ctx.sc.queue_sites()
+    counts = [queue_depth(cluster, q.name, sites), link_backlog(cluster, ctx.sc)]
     if q.dead_letter:
-        counts += [dead_letter_pending(cluster, q.name), queue_depth(cluster, q.dead_letter.queue)]
+        counts += [dead_letter_pending(cluster, q.name), queue_depth(cluster, q.dead_letter.queue, sites)]
     return None if None in counts else sum(counts)
 
 
@@ -262,12 +307,16 @@ def dead_letter_pending(cluster, name: str) -> int | None:
     return None if q is None else int(q.get("messages_dlx") or 0)
 
 
-def queue_gone(cluster, name: str) -> bool:
-    """The queue no longer exists: the management API says 404 and the queue processes of a
-    running node do not list it."""
-    if cluster.queue(name) is not None:
+def queue_gone(cluster, name: str, sites: list[list[str]] | None = None) -> bool:
+    """The queue no longer exists on any cluster of ``sites`` (default: the whole one): the
+    management API says 404 and the queue processes of a running node do not list it."""
+    return all(_gone_from(cluster, name, site) for site in (sites or [cluster.nodes()]))
+
+
+def _gone_from(cluster, name: str, nodes: list[str]) -> bool:
+    if cluster.queue(name, among=nodes) is not None:
         return False
-    for node in cluster.nodes():
+    for node in nodes:
         if cluster.running(node):
             rc, out = cluster.rabbitmqctl(node, "-q", "list_queues", "name", "--no-table-headers",
                                           check=False, timeout=30)
@@ -275,10 +324,10 @@ def queue_gone(cluster, name: str) -> bool:
     return False
 
 
-def queue_depth(cluster, name: str) -> int | None:
-    """Messages in the queue, on every cluster the nodes form (a link's two ends: what the
-    shovel has not moved yet counts too)."""
-    depths = [_site_depth(cluster, name, site) for site in cluster.sites()]
+def queue_depth(cluster, name: str, sites: list[list[str]] | None = None) -> int | None:
+    """Messages in the queue, on every cluster of ``sites`` (default: every one the nodes
+    form; a link's two ends: what the shovel has not moved yet counts too)."""
+    depths = [_site_depth(cluster, name, site) for site in (sites or cluster.sites())]
     return None if None in depths else sum(depths)
 
 

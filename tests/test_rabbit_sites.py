@@ -1,0 +1,67 @@
+"""Separate RabbitMQ clusters on one network, as scenarios declare them: a link's ends
+(shovel, federated queue, federated exchange; several downstreams of one federated queue) and
+a cluster under test smaller than three nodes (seed 000's two-node cluster). Pure: the model's
+answers about which nodes hold what and whom the clients use."""
+import pytest
+from pydantic import ValidationError
+
+from harness.brokers.rabbitmq import workload as W
+from harness.brokers.rabbitmq.model import RabbitScenario
+
+
+def scenario(**kw) -> RabbitScenario:
+    base = {"name": "x", "broker": "rabbitmq", "queue": {"name": "q", "type": "classic"},
+            "timing": {"duration": 10}}
+    return RabbitScenario.model_validate({**base, **kw})
+
+
+def test_a_shovel_keeps_its_two_sites():
+    sc = scenario(link={"kind": "shovel"})
+    assert sc.cluster.sites == [["rabbit1", "rabbit2"], ["rabbit3"]]
+    assert "rabbitmq_shovel" in sc.cluster.plugins and "rabbitmq_federation" not in sc.cluster.plugins
+    assert sc.client_nodes("produce") == ["rabbit1", "rabbit2"] and sc.client_nodes("consume") == ["rabbit3"]
+    assert sc.link.homes() == ["rabbit3"] and sc.queue_sites() is None
+
+
+def test_a_federated_queue_with_a_downstream_per_node():
+    sc = scenario(link={"kind": "federated-queue", "upstream": ["rabbit1"], "downstream": ["rabbit3", "rabbit2"],
+                        "separate_downstreams": True})
+    assert sc.cluster.sites == [["rabbit1"], ["rabbit2"], ["rabbit3"]]
+    assert sc.link.homes() == ["rabbit2", "rabbit3"]  # each downstream cluster declares its own link
+    assert {"rabbitmq_federation", "rabbitmq_federation_management"} <= set(sc.cluster.plugins)
+    assert sc.client_nodes("consume") == ["rabbit3", "rabbit2"] and sc.queue_sites() is None
+
+
+def test_a_federated_exchange_counts_the_queue_downstream_only():
+    sc = scenario(queue={"name": "q", "type": "classic", "exchange": "x"}, link={"kind": "federated-exchange"})
+    assert sc.queue_sites() == [["rabbit3"]]
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"link": {"kind": "federated-exchange"}}, "queue.exchange"),
+    ({"link": {"kind": "shovel", "upstream": ["rabbit1"], "downstream": ["rabbit2", "rabbit3"],
+               "separate_downstreams": True}}, "separate_downstreams"),
+    ({"link": {"kind": "federated-queue"}, "queue": {"name": "q", "type": "mirrored",
+                                                     "policy": {"ha-mode": "all"}}}, "mirrored"),
+    ({"link": {"kind": "federated-queue", "upstream": ["rabbit1"], "downstream": ["rabbit2"]}}, "split rabbit1..3"),
+    ({"cluster": {"sites": [["rabbit1", "rabbit2"], ["rabbit3"]]},
+      "queue": {"name": "q", "type": "classic", "declare_on": "rabbit3"}}, "first of cluster.sites"),
+])
+def test_what_a_link_or_a_site_cannot_be(kw, field):
+    with pytest.raises(ValidationError, match=field):
+        scenario(**kw)
+
+
+def test_a_two_node_cluster_under_test():
+    sc = scenario(cluster={"sites": [["rabbit1", "rabbit2"], ["rabbit3"]]},
+                  queue={"name": "q", "type": "classic", "declare_on": "rabbit1"})
+    assert sc.client_nodes("produce") == sc.client_nodes("consume") == ["rabbit1", "rabbit2"]
+    assert sc.queue_sites() == [["rabbit1", "rabbit2"]]  # the standby cluster holds no queue
+    assert scenario().client_nodes("produce") == ["rabbit1", "rabbit2", "rabbit3"]
+
+
+def test_the_mirrors_a_policy_asks_for_in_a_cluster_of_n():
+    assert W._mirrors({"ha-mode": "all"}, 3) == 2 and W._mirrors({"ha-mode": "all"}, 2) == 1
+    assert W._mirrors({"ha-mode": "exactly", "ha-params": 2}, 3) == 1
+    assert W._mirrors({"ha-mode": "exactly", "ha-params": 3}, 2) == 1
+    assert W._mirrors({"ha-mode": "nodes", "ha-params": ["rabbit1", "rabbit2"]}, 3) == 1
