@@ -125,10 +125,15 @@ class RabbitCluster(ComposeCluster):
     roles = queues.ROLES
     # (path glob under the mnesia base, file name glob, newest per directory or overall)
     _DATA_FILES = {"wal": ("*/quorum/*", "*.wal", False), "segment": ("*/quorum/*", "*.segment", True),
-                   "stream": ("*/stream/*", "*.segment", True)}
+                   "stream": ("*/stream/*", "*.segment", True),
+                   # the metadata store: Khepri's Ra system (4.x) and Mnesia's table of durable queues
+                   "khepri": ("*/coordination/*", "*.wal", False),
+                   "mnesia": ("*/rabbit@*", "rabbit_durable_queue.DCD", False)}
     data_file_kinds = {"wal": "the quorum queues' newest Ra write-ahead log file",
                        "segment": "each quorum queue member's newest Ra segment file",
-                       "stream": "each stream's newest segment file"}
+                       "stream": "each stream's newest segment file",
+                       "khepri": "the metadata store's (Khepri's) newest Ra write-ahead log file",
+                       "mnesia": "Mnesia's dumped table of durable queues (rabbit_durable_queue.DCD)"}
 
     def members(self, subject: str) -> list[str]:
         return queues.members_of(self.queue(subject) or {})["members"]
