@@ -128,12 +128,13 @@ class RabbitCluster(ComposeCluster):
                    "stream": ("*/stream/*", "*.segment", True),
                    # the metadata store: Khepri's Ra system (4.x) and Mnesia's table of durable queues
                    "khepri": ("*/coordination/*", "*.wal", False),
-                   "mnesia": ("*/rabbit@*", "rabbit_durable_queue.DCD", False)}
+                   # the log (DCL) when the node has one, else the dump (DCD): the newest by name
+                   "mnesia": ("*", "rabbit_durable_queue.DC?", False)}
     data_file_kinds = {"wal": "the quorum queues' newest Ra write-ahead log file",
                        "segment": "each quorum queue member's newest Ra segment file",
                        "stream": "each stream's newest segment file",
                        "khepri": "the metadata store's (Khepri's) newest Ra write-ahead log file",
-                       "mnesia": "Mnesia's dumped table of durable queues (rabbit_durable_queue.DCD)"}
+                       "mnesia": "Mnesia's table of durable queues on disc (rabbit_durable_queue.DCL, else .DCD)"}
 
     def members(self, subject: str) -> list[str]:
         return queues.members_of(self.queue(subject) or {})["members"]
