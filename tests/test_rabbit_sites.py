@@ -65,3 +65,18 @@ def test_the_mirrors_a_policy_asks_for_in_a_cluster_of_n():
     assert W._mirrors({"ha-mode": "exactly", "ha-params": 2}, 3) == 1
     assert W._mirrors({"ha-mode": "exactly", "ha-params": 3}, 2) == 1
     assert W._mirrors({"ha-mode": "nodes", "ha-params": ["rabbit1", "rabbit2"]}, 3) == 1
+
+
+def test_a_ram_node_has_its_own_configuration():
+    from harness.brokers.rabbitmq.cluster import RabbitConfig
+    c = RabbitConfig(ram_nodes=["rabbit3"])
+    assert c.per_node() and not RabbitConfig().per_node()
+    assert "cluster_formation.node_type = ram" in c.render("rabbit3")
+    assert "node_type" not in c.render("rabbit1")
+    with pytest.raises(ValidationError, match="disc node"):
+        RabbitConfig(ram_nodes=["rabbit1", "rabbit2", "rabbit3"])
+    with pytest.raises(ValidationError, match="disc node"):  # a site of RAM nodes only
+        RabbitConfig(sites=[["rabbit1", "rabbit2"], ["rabbit3"]], ram_nodes=["rabbit3"])
+    sc = scenario(cluster={"ram_nodes": ["rabbit3"]})
+    assert sc.not_applicable() is None
+    assert "RAM nodes" in RabbitScenario.model_validate({**sc.model_dump(mode="json"), "version": "4.3"}).not_applicable()

@@ -45,6 +45,9 @@ class RabbitConfig(Settings):
     # Separate clusters on one network (a link's two sites, R21): each list forms a cluster of
     # its own; empty, one cluster of all three.
     sites: list[list[str]] = Field(default_factory=list)
+    # Nodes that join as RAM nodes (seed 003: metadata in memory only; persistent messages
+    # still on disc): cluster_formation.node_type = ram in their own rabbitmq.<node>.conf
+    ram_nodes: list[str] = Field(default_factory=list)
     plugins: list[str] = Field(default_factory=list)  # enabled beside rabbitmq_management
     # The feature flags a new cluster starts with (RABBITMQ_FEATURE_FLAGS; the required ones
     # always): a cluster as an older version left it, for a row that enables the rest under
@@ -62,7 +65,13 @@ class RabbitConfig(Settings):
             raise ValueError("pause_if_all_down needs pause_if_all_down_nodes")
         if self.sites and sorted(n for site in self.sites for n in site) != NODES or any(not s for s in self.sites):
             raise ValueError(f"sites must split {', '.join(NODES)} into clusters, each node in one")
+        if set(self.ram_nodes) - set(NODES) or any(set(self.site(n)) <= set(self.ram_nodes) for n in self.ram_nodes):
+            raise ValueError(f"ram_nodes: nodes of {', '.join(NODES)}, and each cluster keeps a disc node")
         return self
+
+    def per_node(self) -> bool:
+        """Whether each node reads a rabbitmq.conf of its own (rabbitmq.<node>.conf)."""
+        return bool(self.sites or self.ram_nodes)
 
     def site(self, node: str) -> list[str]:
         """The nodes that form ``node``'s cluster."""
@@ -87,6 +96,7 @@ class RabbitConfig(Settings):
             # too few under load, a node booted standalone; 60 (30 s) are enough.
             f"cluster_formation.discovery_retry_limit = {60 if has(self.version, SEED_DISCOVERY) else 2}",
             "cluster_formation.discovery_retry_interval = 500",
+            *(["cluster_formation.node_type = ram"] if node in self.ram_nodes else []),
             f"net_ticktime = {int(self.net_ticktime)}",
             f"vm_memory_high_watermark.absolute = {self.memory_high_watermark}",
             f"disk_free_limit.absolute = {self.disk_free_limit}",
@@ -195,7 +205,7 @@ class RabbitCluster(ComposeCluster):
         (conf / "rabbitmq.conf").write_text(config.render())
         for node in NODES:  # a node of a separate site reads its own (compose/rabbitmq/entrypoint.sh)
             (conf / f"rabbitmq.{node}.conf").unlink(missing_ok=True)
-            if config.sites:
+            if config.per_node():
                 (conf / f"rabbitmq.{node}.conf").write_text(config.render(node))
         (conf / "enabled_plugins").write_text(f"[{','.join(['rabbitmq_management', *config.plugins])}].\n")
         flags = conf / "feature_flags"  # compose/rabbitmq/entrypoint.sh exports it when present

@@ -31,10 +31,14 @@ SEED_DISCOVERY = "seed_discovery"
 # discussion #18226; measured: D1b with basic.reject on 4.3.6 dropped all 44 poison messages
 # after 20 redeliveries each)
 NACK_COUNTS = "nack_counts"
+# a node may join as a RAM node (cluster_formation.node_type = ram): Mnesia's; deprecated from
+# 3.13 (the deprecated feature ram_node_type), and Khepri has none
+RAM_NODES = "ram_nodes"
 
 MIRRORING_REMOVED = "classic mirrored queues were removed in 4.0"
 PARTITION_HANDLING_GONE = ("4.3 has no partition handling: Khepri is its only metadata store and "
                            "cluster_partition_handling is ignored")
+RAM_NODES_GONE = "RAM nodes are deprecated from 3.13 (ram_node_type) and Khepri has none"
 NACKS_FREE = ("4.3 counts only failed deliveries toward a quorum queue's delivery limit: "
               "a basic.nack with requeue is free (a basic.reject still counts)")
 
@@ -44,11 +48,11 @@ GENERATIONS = {g.name: g for g in (
                lacks=frozenset({SEED_DISCOVERY}), default=True),
     Generation("4.0", "trixie", (("SUITE", "trixie"), ("RABBITMQ_PACKAGE", "rabbitmq-server=4.0.5-6+deb13u2"),
                                  ("FUSE_PACKAGES", "python3-fusepy libfuse2t64")),
-               lacks=frozenset({MIRRORED_QUEUES})),
+               lacks=frozenset({MIRRORED_QUEUES, RAM_NODES})),
     Generation("4.3", "forky", (("SUITE", "forky"), ("RABBITMQ_PACKAGE", "rabbitmq-server=4.3.6-1"),
                                 ("FUSE_PACKAGES", "")),
                lacks=frozenset({MIRRORED_QUEUES, PARTITION_HANDLING, NODE_MONITOR_PARTITIONS,
-                                QUEUE_MASTER_LOCATOR, POWER_LOSS, NACK_COUNTS})),
+                                QUEUE_MASTER_LOCATOR, POWER_LOSS, NACK_COUNTS, RAM_NODES})),
 )}
 
 # A quorum queue's delivery limit when neither x-delivery-limit nor a policy sets one
@@ -74,4 +78,4 @@ def has(version: str | None, feature: str) -> bool:
 
 __all__ = ["DELIVERY_LIMIT_DEFAULT", "GENERATIONS", "MIRRORED_QUEUES", "MIRRORING_REMOVED", "NODE_MONITOR_PARTITIONS",
            "PARTITION_HANDLING", "PARTITION_HANDLING_GONE", "QUEUE_MASTER_LOCATOR", "REFUSED_KEYS", "NACKS_FREE",
-           "NACK_COUNTS", "SEED_DISCOVERY", "generation", "has"]
+           "NACK_COUNTS", "RAM_NODES", "RAM_NODES_GONE", "SEED_DISCOVERY", "generation", "has"]

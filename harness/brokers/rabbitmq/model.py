@@ -9,7 +9,7 @@ from harness.brokers.rabbitmq import values
 from harness.brokers.rabbitmq.cluster import NODES, RabbitConfig
 from harness.brokers.rabbitmq.generations import (DELIVERY_LIMIT_DEFAULT, MIRRORED_QUEUES, MIRRORING_REMOVED,
                                                   PARTITION_HANDLING, PARTITION_HANDLING_GONE, REFUSED_KEYS,
-                                                  NACK_COUNTS, NACKS_FREE, has)
+                                                  NACK_COUNTS, NACKS_FREE, RAM_NODES, RAM_NODES_GONE, has)
 from harness.expect import judge
 from harness.probes import spread_names
 from harness.spec import BaseScenario, BaseWorkload, Strict
@@ -18,7 +18,7 @@ from harness.spec import BaseScenario, BaseWorkload, Strict
 MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers", "autoheal_loser_count",
                 "masters_seen", "master_changes", "new_master_elected", "unsynchronised_s", "masters_at_once_max",
                 "deliveries_by_node", "follower_delivery_fraction", "masterless_s", "queue_present", "unroutable",
-                "mirrors_added", "mirrors_added_count"}
+                "mirrors_added", "mirrors_added_count", "ram_nodes"}
 # What partition handling does (a version without it cannot show any of these).
 PARTITION_MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers",
                           "autoheal_loser_count"}
@@ -424,6 +424,8 @@ class RabbitScenario(BaseScenario):
     def not_applicable(self) -> str | None:
         if not has(self.version, MIRRORED_QUEUES) and self._mirroring():
             return MIRRORING_REMOVED
+        if self.cluster.ram_nodes and not has(self.version, RAM_NODES):
+            return RAM_NODES_GONE
         facts = self.version_facts()
         for key, wanted in self.require.items():
             if facts.get(key) is not None and judge(wanted, facts[key]) is False:

@@ -38,6 +38,12 @@ class RabbitProbes(Probes):
             self._sync()
 
     def before_faults(self) -> None:
+        if self.sc.cluster.ram_nodes:  # the setting took: the nodes say what they joined as
+            try:
+                view = self.cluster.nodes_view(self.sc.cluster.site(self.sc.cluster.ram_nodes[0])[0])
+                self.measurements["ram_nodes"] = sorted(short_node(n["name"]) for n in view if n.get("type") == "ram")
+            except Exception:  # noqa: BLE001 - unknown, never a guess
+                self.measurements["ram_nodes"] = None
         if self.sc.probes.metadata:
             self._metadata_timer = threading.Timer(self.sc.probes.metadata.at, self._metadata_writes)
             self._metadata_timer.daemon = True
