@@ -44,6 +44,7 @@ def test_a_federated_exchange_counts_the_queue_downstream_only():
     ({"link": {"kind": "federated-queue"}, "queue": {"name": "q", "type": "mirrored",
                                                      "policy": {"ha-mode": "all"}}}, "mirrored"),
     ({"link": {"kind": "federated-queue", "upstream": ["rabbit1"], "downstream": ["rabbit2"]}}, "split rabbit1..3"),
+    ({"queue": {"name": "q", "type": "classic", "exchange_durable": False}}, "exchange_durable"),
     ({"cluster": {"sites": [["rabbit1", "rabbit2"], ["rabbit3"]]},
       "queue": {"name": "q", "type": "classic", "declare_on": "rabbit3"}}, "first of cluster.sites"),
 ])

@@ -18,7 +18,7 @@ from harness.spec import BaseScenario, BaseWorkload, Strict
 MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers", "autoheal_loser_count",
                 "masters_seen", "master_changes", "new_master_elected", "unsynchronised_s", "masters_at_once_max",
                 "deliveries_by_node", "follower_delivery_fraction", "masterless_s", "queue_present", "unroutable",
-                "mirrors_added", "mirrors_added_count", "ram_nodes"}
+                "mirrors_added", "mirrors_added_count", "ram_nodes", "exchange_present"}
 # What partition handling does (a version without it cannot show any of these).
 PARTITION_MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers",
                           "autoheal_loser_count"}
@@ -77,6 +77,9 @@ class QueueSpec(Strict):
     # key: the queue's name) and declared with it on declare_on's node (seed 001: exchanges and
     # bindings are kept on every node); None: the default exchange
     exchange: str | None = None
+    # false: the exchange is transient (seed 000: "Неустойчивые очереди и маршрутизация
+    # удаляются при перезапуске узла", non-durable queues and routing go with a node's restart)
+    exchange_durable: bool = True
 
     @model_validator(mode="after")
     def _policy_fits(self):
@@ -90,6 +93,8 @@ class QueueSpec(Strict):
                 raise ValueError("arguments.x-delivery-limit: quorum queues only")
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < -1:
                 raise ValueError("arguments.x-delivery-limit: an integer, -1 for unlimited")
+        if not self.exchange_durable and not self.exchange:
+            raise ValueError("exchange_durable: false needs queue.exchange (the default exchange is always there)")
         if not self.durable and self.type not in ("classic", "mirrored"):
             raise ValueError(f"durable: false: classic queues only ({self.type} queues are always durable)")
         if self.type == "stream":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.parse
 from statistics import median
 from collections import Counter
 from pathlib import Path
@@ -59,6 +60,14 @@ class RabbitProbes(Probes):
             self.measurements["queue_present"] = not queue_gone(self.cluster, self.sc.queue.name, self.sc.queue_sites())
         except Exception:  # noqa: BLE001 - not measured (a cluster that cannot say): never a guess
             self.measurements["queue_present"] = None
+        if self.sc.queue.exchange:  # and the exchange the producers publish to
+            try:
+                sites = self.sc.queue_sites() or [self.cluster.nodes()]
+                self.measurements["exchange_present"] = all(
+                    self.cluster.api(f"exchanges/%2F/{urllib.parse.quote(self.sc.queue.exchange, safe='')}",
+                                     among=site) is not None for site in sites)
+            except Exception:  # noqa: BLE001 - not measured
+                self.measurements["exchange_present"] = None
         if self.sc.probes.metadata:
             self._metadata_kept()
         m = self.sc.probes.masters

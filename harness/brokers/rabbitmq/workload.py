@@ -91,7 +91,7 @@ def _declare_exchange(cluster, sc, on: str) -> None:
     ep = next(e for e in endpoints(cluster) if e.node == on)
     conn = pika.BlockingConnection(params(ep))
     try:
-        conn.channel().exchange_declare(sc.queue.exchange, "direct", durable=True)
+        conn.channel().exchange_declare(sc.queue.exchange, "direct", durable=sc.queue.exchange_durable)
     finally:
         conn.close()
 
@@ -115,7 +115,7 @@ def _declare_queue(cluster, sc, on: str | None) -> None:
             ch.queue_bind(dl.queue, dl.exchange)
         ch.queue_declare(q.name, durable=q.durable, arguments=args)
         if q.exchange:
-            ch.exchange_declare(q.exchange, "direct", durable=True)
+            ch.exchange_declare(q.exchange, "direct", durable=q.exchange_durable)
             ch.queue_bind(q.name, q.exchange, routing_key=q.name)
     finally:
         conn.close()
