@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
 from harness.brokers.protocol import (CORRUPT, FEATURES, KILL, MEMBERSHIP, PAUSE, POWER_LOSS, QUORUM, QUORUM_MEMBERSHIP,
-                                     RESTART_APP, START, STOP, UPGRADE, WIPE, Cluster)
+                                      RESTART_APP, START, STOP, SYNC, UPGRADE, WIPE, Cluster)
 from harness.util import wait_until
 from nemesis import grudge as g
 from nemesis import net
@@ -313,6 +313,40 @@ def _upgraded(ctx: Ctx, f: Fault) -> None:
           set(reports) == set(f.targets) and all(same_release(v, f.details["version"]) for v in reports.values()))
 
 
+def plan_sync(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    """An operator's synchronisation command on the run's queue (seed 001: ``sync_queue``,
+    which blocks the queue until its mirrors have every message, and ``cancel_sync_queue``):
+    no node targets, instant (the synchronisation goes on after the step), where the replicas
+    stood before and after as evidence."""
+    if not ctx.subject:
+        raise TargetError(f"{f.fault} needs the run's queue")
+    f.targets = []
+    f.details["before"] = ctx.cluster.sync_state(ctx.subject)
+    f.instant = True
+
+
+def _sync(ctx: Ctx, f: Fault, params: dict) -> None:
+    """Started: the queue reports a synchronisation under way, or none left to do."""
+    cancel = f.fault == "cancel_sync"
+    ctx.cluster.sync_subject("cancel" if cancel else "sync", ctx.subject)
+    seen: list[dict] = []
+
+    def took() -> bool:
+        seen[:] = [ctx.cluster.sync_state(ctx.subject)]
+        st = seen[0]
+        # a cancel leaves a mirror unsynchronised and nothing syncing; a sync is under way or done
+        return (not st["syncing"] and bool(st["unsynchronised"])) if cancel else \
+            (st["syncing"] or not st["unsynchronised"])
+    try:
+        wait_until(took, float(params.get("timeout", 10)), f"{f.fault} on {ctx.subject} to show", 0.2)
+    except TimeoutError:
+        pass
+    before = f.details["before"]
+    # nothing to synchronise (or nothing under way to cancel) before the step: no effect to test
+    prove(f, {"after": seen[0] if seen else None},
+          bool(seen) and took() and (bool(before["unsynchronised"]) if not cancel else True))
+
+
 def plan_features(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
     """The cluster's feature level raised (Kafka: metadata.version; RabbitMQ: every feature
     flag enabled), as the broker's own tool does it: an operator's change of the whole
@@ -563,6 +597,10 @@ FAULT_TYPES: dict[str, FaultType] = _registry(
     FaultType("upgrade", plan_upgrade, _each(_upgrade, _upgraded), default_targets="brokers",
               needs=frozenset({STOP, START, UPGRADE}), operation=True,
               does="moves the nodes, one by one, to another version's image, their data kept (an operator's change)"),
+    FaultType("sync_queue", plan_sync, _sync, default_targets="all", needs=frozenset({SYNC}), operation=True,
+              does="starts synchronising the run's queue's mirrors (the operator's sync command)"),
+    FaultType("cancel_sync", plan_sync, _sync, default_targets="all", needs=frozenset({SYNC}), operation=True,
+              does="cancels a synchronisation under way (the operator's cancel command)"),
     FaultType("finalize", plan_features, _finalize, default_targets="all", needs=frozenset({FEATURES}), operation=True,
               does="raises the cluster's feature level: metadata.version, feature flags (an operator's change)"),
     FaultType("start", closes="start", default_targets="all", needs=frozenset({START}), does="starts nodes"),

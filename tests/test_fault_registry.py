@@ -42,14 +42,15 @@ def test_the_tables_derive_from_the_registry():
     # what the tables said before there was a registry (behaviour unchanged)
     assert {n: k.default_targets for n, k in F.FAULT_TYPES.items() if k.default_targets != "random:1"} == {
         "partition": "random_halves", "loss": "random_halves", "rolling_restart": "brokers",
-        "start": "all", "unpause": "all", "upgrade": "brokers", "finalize": "all"}
+        "start": "all", "unpause": "all", "upgrade": "brokers", "finalize": "all", "sync_queue": "all", "cancel_sync": "all"}
     assert {n: sorted(k.needs) for n, k in F.FAULT_TYPES.items() if k.needs} == {
         "kill": ["kill", "start"], "stop": ["start", "stop"], "pause": ["pause"], "unpause": ["pause"],
         "wipe": ["start", "wipe"], "start": ["start"], "restart": ["start", "stop"],
         "rolling_restart": ["start", "stop"], "restart_app": ["restart_app"], "power_loss": ["power_loss", "start"],
         "corrupt": ["corrupt"], "remove_member": ["membership"], "add_member": ["membership"],
         "upgrade": ["start", "stop", "upgrade"], "finalize": ["features"],
-        "remove_controller": ["quorum_membership"], "add_controller": ["quorum_membership"]}
+        "remove_controller": ["quorum_membership"], "add_controller": ["quorum_membership"],
+        "sync_queue": ["sync"], "cancel_sync": ["sync"]}
     assert F.OPERATIONS == ("remove_member", "add_member", "remove_controller", "add_controller", "upgrade", "finalize")
     assert {n: k.undo_key for n, k in F.FAULT_TYPES.items() if k.plan is F.plan_nodes and k.undo_key} == {
         "kill": "start", "stop": "start", "pause": "unpause", "power_loss": "start"}

@@ -230,3 +230,41 @@ def test_kafka_features_are_asked_of_the_next_broker_when_one_cannot_answer(monk
     monkeypatch.setattr(c, "running", lambda node: True)
     monkeypatch.setattr(c, "exec", exec_)
     assert c.features() == {"metadata.version": "4.1-IV1"} and asked == ["kafka1", "kafka2"]
+
+
+class SyncingRabbit(VersionedRabbit):
+    """A fake whose queue has an unsynchronised mirror until the sync command has run
+    ``steps`` looks; ``cancel`` stops it where it is."""
+    def __init__(self, tmp_path, steps=2):
+        super().__init__(tmp_path)
+        self.state_seq, self.steps, self.looks = "idle", steps, 0
+
+    def sync_subject(self, op, subject):
+        self.calls.append((op, subject))
+        self.state_seq = "syncing" if op == "sync" else "cancelled"
+
+    def sync_state(self, subject):
+        self.looks += 1
+        if self.state_seq == "syncing" and self.looks > self.steps:
+            self.state_seq = "done"
+        return {"syncing": self.state_seq == "syncing", "state": self.state_seq,
+                "unsynchronised": [] if self.state_seq == "done" else ["rabbit3"]}
+
+
+def test_the_sync_commands_are_proved_by_where_the_mirrors_stand(tmp_path):
+    c = SyncingRabbit(tmp_path, steps=10)
+    with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
+        s = nem.apply("sync_queue")
+        x = nem.apply("cancel_sync")
+    assert ("sync", "q") in c.calls and ("cancel", "q") in c.calls
+    assert s.details["before"]["unsynchronised"] == ["rabbit3"] and s.details["effective"]
+    assert s.details["evidence"]["after"]["syncing"] and s.targets == []
+    assert x.details["effective"] and x.details["evidence"]["after"]["unsynchronised"] == ["rabbit3"]
+
+
+def test_a_sync_with_nothing_to_synchronise_is_ineffective(tmp_path):
+    c = SyncingRabbit(tmp_path, steps=0)
+    c.state_seq = "done"  # every mirror synchronised before the command: it tests nothing
+    with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
+        s = nem.apply("sync_queue")
+    assert not s.details["effective"]

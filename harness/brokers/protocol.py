@@ -54,6 +54,9 @@ QUORUM_MEMBERSHIP = "quorum_membership"
 QUORUM = "@quorum"
 UPGRADE = "upgrade"  # a node can run another version's image on its kept data (Cluster.upgrade_node)
 FEATURES = "features"  # the cluster's feature level can be raised once every node runs it (Cluster.finalize_features)
+# the run's queue's replicas can be synchronised, and a synchronisation cancelled, by the
+# operator's command (Cluster.sync_subject: RabbitMQ's sync_queue / cancel_sync_queue)
+SYNC = "sync"
 CONTAINER_CAPABILITIES = frozenset({KILL, STOP, START, PAUSE, WIPE, POWER_LOSS})
 
 
@@ -289,6 +292,16 @@ class Cluster(NodeAccess, abc.ABC):
         plug-in's, e.g. a release); return what ``features()`` must then show: each named
         feature's level, or the start of it (``4.1-``: any 4.1 level)."""
         raise NotImplementedError(f"a {self.kind} cluster has no feature levels")
+
+    # ---- synchronisation (capability SYNC): an operator's command, not a fault -------------
+    def sync_subject(self, op: str, subject: str) -> None:
+        """``op`` ``sync`` (start synchronising ``subject``'s replicas; returns at once, the
+        synchronisation goes on) or ``cancel`` (stop one under way), as the broker's tool does."""
+        raise NotImplementedError(f"a {self.kind} cluster has no synchronisation command")
+
+    def sync_state(self, subject: str) -> dict[str, Any]:
+        """``{"syncing": bool, "unsynchronised": [nodes]}``: where ``subject``'s replicas stand."""
+        raise NotImplementedError(f"a {self.kind} cluster has no synchronisation command")
 
     # ---- storage (capability CORRUPT) ------------------------------------------------------
     # what a ``corrupt`` fault may name in ``params.files``: kind -> what it is

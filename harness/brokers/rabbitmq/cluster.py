@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.compose import ComposeCluster
 from harness.brokers.containers import docker
-from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, RESTART_APP, UPGRADE,
+from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, RESTART_APP, SYNC, UPGRADE,
                                      ClusterError, Recorder, Steady)
 from harness.brokers.settings import Settings
 from harness.brokers.rabbitmq import ctl, mgmt, queues, recovery
@@ -131,7 +131,7 @@ class RabbitCluster(ComposeCluster):
     generations = GENERATIONS
     data_mounts = {"rabbit": "/var/lib/rabbitmq"}
     fs_dirs = {"rabbit": "/var/lib/rabbitmq/mnesia"}  # RABBITMQ_MNESIA_BASE: queues, stores, metadata
-    capabilities = CONTAINER_CAPABILITIES | {RESTART_APP, CORRUPT, MEMBERSHIP, UPGRADE, FEATURES}
+    capabilities = CONTAINER_CAPABILITIES | {RESTART_APP, CORRUPT, MEMBERSHIP, UPGRADE, FEATURES, SYNC}
     roles = queues.ROLES
     # (path glob under the mnesia base, file name glob, newest per directory or overall)
     _DATA_FILES = {"wal": ("*/quorum/*", "*.wal", False), "segment": ("*/quorum/*", "*.segment", True),
@@ -177,6 +177,22 @@ class RabbitCluster(ComposeCluster):
         stable = [f["name"] for f in ctl.feature_flags(self, node) if f.get("stability") in ("stable", "required")]
         self.rabbitmqctl(node, "enable_feature_flag", "all", timeout=float(params.get("timeout", 120)))
         return {name: "enabled" for name in stable}
+
+    def sync_subject(self, op: str, subject: str) -> None:
+        """The management API's queue action (``sync`` / ``cancel_sync``): asynchronous, as
+        ``rabbitmqctl sync_queue`` is not (it waits for the end)."""
+        path = f"queues/%2F/{urllib.parse.quote(subject, safe='')}/actions"
+        node = self._running_node(f"{op} {subject}")
+        resp = self.http(node, "POST", path, json={"action": {"sync": "sync", "cancel": "cancel_sync"}[op]})
+        if resp.status_code not in (200, 201, 204):
+            raise ClusterError(f"{op} {subject} through {node}: HTTP {resp.status_code} {resp.text[:200]}")
+
+    def sync_state(self, subject: str) -> dict[str, Any]:
+        q = self.queue(subject) or {}
+        m = queues.mirrors_of(q)
+        state = str(q.get("state"))
+        return {"syncing": "sync" in state, "state": state,
+                "unsynchronised": sorted(set(m["mirrors"]) - set(m["synchronised"]))}
 
     def data_files(self, node: str, kind: str, subject: str | None) -> list[tuple[str, int]]:
         if kind not in self._DATA_FILES:
