@@ -51,7 +51,8 @@ def test_the_tables_derive_from_the_registry():
         "upgrade": ["start", "stop", "upgrade"], "finalize": ["features"],
         "remove_controller": ["quorum_membership"], "add_controller": ["quorum_membership"],
         "sync_queue": ["sync"], "cancel_sync": ["sync"]}
-    assert F.OPERATIONS == ("remove_member", "add_member", "remove_controller", "add_controller", "upgrade", "finalize")
+    assert F.OPERATIONS == ("remove_member", "add_member", "remove_controller", "add_controller", "upgrade", "sync_queue",
+                            "cancel_sync", "finalize")
     assert {n: k.undo_key for n, k in F.FAULT_TYPES.items() if k.plan is F.plan_nodes and k.undo_key} == {
         "kill": "start", "stop": "start", "pause": "unpause", "power_loss": "start"}
     assert [n for n, k in F.FAULT_TYPES.items() if k.fs] == ["power_loss"]
