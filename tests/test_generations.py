@@ -443,6 +443,7 @@ def test_metadata_measures_separate_answered_refused_kept_and_lost():
     assert m["metadata_write_failed"] == ["rabbit3"]
     assert m["metadata_kept"] == ["rabbit2"] and m["metadata_lost"] == ["rabbit1"]
     assert m["metadata_write_s"] == {"rabbit1": 1.2, "rabbit2": 0.4, "rabbit3": 45}
+    assert m["metadata_write_max_s"] == 45 and metadata_measures({}, set())["metadata_write_max_s"] is None
     # a refused write that exists anyway (committed after the client gave up) is neither kept nor lost
     m = metadata_measures(writes, {f"{METADATA_PREFIX}{n}" for n in ("rabbit1", "rabbit2", "rabbit3")})
     assert m["metadata_kept"] == ["rabbit1", "rabbit2"] and m["metadata_lost"] == []

@@ -278,7 +278,7 @@ class MetadataProbe(Strict):
     timeout: float = Field(45, gt=0, le=120)  # Khepri gives up after 30 s (khepri_default_timeout)
 
     NAMES: ClassVar[set[str]] = {"metadata_write_ok", "metadata_write_failed", "metadata_write_s",
-                                 "metadata_kept", "metadata_lost"}
+                                 "metadata_write_max_s", "metadata_kept", "metadata_lost"}
 
 
 class RabbitProbes(Strict):

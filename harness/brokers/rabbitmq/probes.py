@@ -365,6 +365,9 @@ def metadata_measures(writes: dict[str, dict], existing: set) -> dict:
     answered ones which were kept and which the cluster lost (an answered write gone)."""
     ok = sorted(n for n, w in writes.items() if w.get("ok"))
     kept = [n for n in ok if f"{METADATA_PREFIX}{n}" in existing]
+    took = [w["s"] for w in writes.values() if isinstance(w.get("s"), (int, float))]
     return {"metadata_write_ok": ok, "metadata_write_failed": sorted(set(writes) - set(ok)),
             "metadata_write_s": {n: w.get("s") for n, w in sorted(writes.items())},
+            # the slowest answer (or refusal): how long a write to another queue waited (R40)
+            "metadata_write_max_s": max(took) if took else None,
             "metadata_kept": kept, "metadata_lost": sorted(set(ok) - set(kept))}
