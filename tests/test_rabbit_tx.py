@@ -114,3 +114,22 @@ def test_transactions_need_an_outcome_and_fit_the_window():
     with pytest.raises(ValueError, match="workload.transactions"):
         RabbitWorkload(transactions=50, window=10)
     assert RabbitWorkload(transactions=10).transactions == 10
+
+
+def test_a_consumer_outlives_a_handshake_that_timed_out(tmp_path, monkeypatch):
+    """pika raises AMQPConnectorStackTimeout (not an AMQPError) when a handshake times out:
+    the consumer tries the next node, as with any other connection failure."""
+    from pika.adapters.utils.connection_workflow import AMQPConnectorStackTimeout
+    stop, tries = threading.Event(), []
+
+    def refuse(params):
+        tries.append(params.port)
+        if len(tries) >= 3:
+            stop.set()
+        raise AMQPConnectorStackTimeout("Timeout during AMQP handshake")
+    monkeypatch.setattr(C.pika, "BlockingConnection", refuse)
+    eps = [C.Endpoint("rabbit1", "127.0.0.1", 1), C.Endpoint("rabbit2", "127.0.0.1", 2)]
+    c = C.RabbitConsumer("c0", eps, "q", JsonlWriter(tmp_path / "consume-c0.jsonl"), RunClock(), stop, backoff=0)
+    c.run()
+    assert c.error is None and tries[:3] == [1, 2, 1]
+    assert "AMQPConnectorStackTimeout" in c.stats.last_error

@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass
 
 import pika
+from pika.adapters.utils.connection_workflow import AMQPConnectorException
 from pika.exceptions import AMQPError
 
 from harness.clients import payload
@@ -312,7 +313,10 @@ class RabbitConsumer(Worker):
             except _Crash:
                 self.crashes += 1
                 continue  # restarted at once, on the same node
-            except (AMQPError, OSError) as e:
+            # AMQPConnectorException: pika's connection workflow lets a handshake that timed out
+            # out as itself (AMQPConnectorStackTimeout), not as an AMQPError: seen killing a
+            # stream's only consumer mid-exploration, leaving its drain unfinished
+            except (AMQPError, AMQPConnectorException, OSError) as e:
                 self.stats.last_error = f"{ep.node}: {e!r}"[:300]
             i += 1
             if not self.stopping():
