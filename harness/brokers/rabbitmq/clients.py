@@ -229,7 +229,7 @@ class RabbitPublisher(Worker):
                 self.timed_out[tag] = (msg_id, seq, t)
                 self._record(msg_id, seq, "info", t, "confirm timeout")
         if self.committing is not None:
-            pass  # one transaction at a time: its CommitOk (_on_commit) ticks again
+            pass  # one transaction at a time: the ticks go on, publishing nothing until its CommitOk
         elif self.done():
             if not self.inflight:
                 self.conn.close()
