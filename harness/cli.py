@@ -326,7 +326,8 @@ def _claims_source(batch_dir):
     for path in sorted(R.store.ROOT.glob(SCENARIO_FILES)):
         data = read(str(path))
         if data.get("claims"):
-            scenarios.append((data.get("id"), data["name"], [int(c) for c in data["claims"]]))
+            scenarios.append((data.get("id"), data["name"], [int(c) for c in data["claims"]],
+                              R.prediction_text(data.get("expect"), data.get("require"))))
     return R.claim_lines(scenarios, rows, SEED_CLAIMS), batch_dir, SEED_CLAIMS
 
 

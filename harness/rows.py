@@ -125,7 +125,7 @@ def tally(rows: list[Row]) -> list[dict]:
             by_run[run] = r
     groups: dict[tuple, dict] = {}
     for run, r in by_run.items():
-        claim = _fmt({k: v for k, v in (("expect", r.get("expect")), ("require", r.get("require"))) if v})
+        claim = prediction_text(r.get("expect"), r.get("require"))
         key = (r.get("id"), r["scenario"], None if r.get("version") is None else str(r["version"]), claim)
         groups.setdefault(key, {})[run] = verdict_word(r)
     out = []
@@ -174,14 +174,24 @@ def claim_seed(n: int) -> str:
     return next(seed for last, seed in CLAIM_SEEDS if n <= last)
 
 
-def claim_lines(scenarios: list[tuple[str | None, str, list[int]]], rows: list[Row], count: int) -> list[str]:
+def prediction_text(expect: dict | None, require: dict | None) -> str:
+    """A prediction as the tally groups runs by it (a file's ``expect`` / ``require``)."""
+    return _fmt({k: v for k, v in (("expect", expect), ("require", require)) if v})
+
+
+def claim_lines(scenarios: list[tuple[str | None, str, list[int], str | None]], rows: list[Row],
+                count: int) -> list[str]:
     """Claim by claim (1..count), the rows whose ``claims:`` name it and the tally of their
-    published runs, per version; a claim no row asserts says so."""
+    published runs, per version; a claim no row asserts says so. Only the runs of the file's
+    present prediction count (``prediction_text``; None: every run): a run of an older
+    encoding did not test what the row asserts now."""
     by_claim: dict[int, list[tuple[str | None, str]]] = {}
-    for sid, name, claims in scenarios:
+    current = {}
+    for sid, name, claims, prediction in scenarios:
+        current[name] = prediction
         for c in claims:
             by_claim.setdefault(c, []).append((sid, name))
-    tallies = tally(rows)
+    tallies = [t for t in tally(rows) if current.get(t["scenario"]) in (None, t["claim"])]
     lines = []
     for n in range(1, count + 1):
         asserting = sorted(by_claim.get(n, []), key=lambda x: catalogue_order(*x))

@@ -15,8 +15,8 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
-from harness.brokers.protocol import (CORRUPT, FEATURES, KILL, MEMBERSHIP, PAUSE, POWER_LOSS, QUORUM, QUORUM_MEMBERSHIP,
-                                      RESTART_APP, START, STOP, SYNC, UPGRADE, WIPE, Cluster)
+from harness.brokers.protocol import (CORRUPT, FEATURES, KILL, MEMBERSHIP, PAUSE, PLACEMENT, POWER_LOSS, QUORUM,
+                                      QUORUM_MEMBERSHIP, RESTART_APP, START, STOP, SYNC, UPGRADE, WIPE, Cluster)
 from harness.util import wait_until
 from nemesis import grudge as g
 from nemesis import net
@@ -347,6 +347,37 @@ def _sync(ctx: Ctx, f: Fault, params: dict) -> None:
           bool(seen) and took() and (bool(before["unsynchronised"]) if not cancel else True))
 
 
+def plan_place(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    """An operator's move of the run's queue's replicas (seed 000's policy "trick", seed
+    001's "nodes" policy): ``move_replicas`` onto the targets, ``restore_replicas`` lifting
+    it (no targets); instant (the broker moves the master in its own time: what the row
+    measures), where the replicas stood before as evidence."""
+    if not ctx.subject:
+        raise TargetError(f"{f.fault} needs the run's queue")
+    f.targets = _real(ctx, resolve(ctx.cluster, spec, ctx.rng, ctx.subject), f.fault) \
+        if f.fault == "move_replicas" else []
+    f.details["before"] = ctx.cluster.placement(ctx.subject)
+    f.instant = True
+
+
+def _place(ctx: Ctx, f: Fault, params: dict) -> None:
+    """Taken: the broker reports the move in force on the queue (or lifted)."""
+    move = f.fault == "move_replicas"
+    ctx.cluster.place_subject(ctx.subject, list(f.targets) if move else None)
+    seen: list[dict] = []
+
+    def took() -> bool:
+        seen[:] = [ctx.cluster.placement(ctx.subject)]
+        return seen[0]["placed"] == move
+    try:
+        wait_until(took, float(params.get("timeout", 15)), f"{f.fault} on {ctx.subject} to show", 0.5)
+    except TimeoutError:
+        pass
+    # lifting a move that was never in force changes nothing
+    prove(f, {"after": seen[0] if seen else None},
+          bool(seen) and seen[0]["placed"] == move and (move or f.details["before"]["placed"]))
+
+
 def plan_features(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
     """The cluster's feature level raised (Kafka: metadata.version; RabbitMQ: every feature
     flag enabled), as the broker's own tool does it: an operator's change of the whole
@@ -601,6 +632,10 @@ FAULT_TYPES: dict[str, FaultType] = _registry(
               does="starts synchronising the run's queue's mirrors (the operator's sync command)"),
     FaultType("cancel_sync", plan_sync, _sync, default_targets="all", needs=frozenset({SYNC}), operation=True,
               does="cancels a synchronisation under way (the operator's cancel command)"),
+    FaultType("move_replicas", plan_place, _place, default_targets="random:1", needs=frozenset({PLACEMENT}),
+              operation=True, does="moves the run's queue's replicas onto the nodes (an operator's change)"),
+    FaultType("restore_replicas", plan_place, _place, default_targets="all", needs=frozenset({PLACEMENT}),
+              operation=True, does="lifts a move of the run's queue's replicas (an operator's change)"),
     FaultType("finalize", plan_features, _finalize, default_targets="all", needs=frozenset({FEATURES}), operation=True,
               does="raises the cluster's feature level: metadata.version, feature flags (an operator's change)"),
     FaultType("start", closes="start", default_targets="all", needs=frozenset({START}), does="starts nodes"),

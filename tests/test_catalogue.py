@@ -34,8 +34,12 @@ def test_kafka_measures_from_samples():
     assert m["new_leader_elected"] and m["new_controller_elected"] and m["controller_changes"] == 1
     assert m["isr_shrink_s"] == 2.0
     assert m["isr_rejoined"] is False          # back to two of three, never to the full three
+    assert m["first_controller_at_end"] is False   # kafka1 replaced by kafka2 and not back
     s.append(_kafka(11, "kafka2", ["kafka1", "kafka2", "kafka3"], "kafka2"))
     assert kafka_observe.partition_measures(s, fault_start=1.0)["isr_rejoined"] is True
+    s.append(_kafka(12, "kafka2", ["kafka1", "kafka2", "kafka3"], "kafka1"))
+    assert kafka_observe.partition_measures(s, fault_start=1.0)["first_controller_at_end"] is True
+    s.pop()
     s.pop()
     assert m["isr_timeline"][0] == [0, "isr=kafka1,kafka2,kafka3 leader=kafka1 controller=kafka1"]
     assert len(m["isr_timeline"]) == 5        # changes only
@@ -46,6 +50,7 @@ def test_kafka_measures_without_change():
     m = kafka_observe.partition_measures(s, fault_start=0.0)
     assert m["isr_min"] == 3 and m["isr_shrink_s"] is None and not m["new_leader_elected"]
     assert m["isr_rejoined"] is None          # nothing left the ISR: nothing to rejoin
+    assert m["first_controller_at_end"] is True
     assert kafka_observe.partition_measures([{"t": 0, "error": "x"}], 0.0) == {}
 
 
@@ -76,6 +81,26 @@ LOGS = {
                "  * Winner:     rabbit@rabbit2\n  * Losers:     [rabbit@rabbit1]\n",
     "rabbit3": "[info] all quiet\n",
 }
+
+
+def test_rabbit_forced_closes_are_the_closing_nodes_in_the_window():
+    """R9p (seed 000): the nodes that closed a publisher's connection themselves, from the
+    in-flight messages' recorded reason, inside the window only; a confirm timeout or a
+    connection the network broke is not a close by the broker."""
+    forced = "channel closed: ConnectionClosedByBroker: (320) \"CONNECTION_FORCED - broker forced connection closure\""
+    produce = [{"node": "rabbit3", "t_invoke": 9.0, "t_complete": 12.0, "error": forced},
+               {"node": "rabbit3", "t_invoke": 9.1, "t_complete": 12.0, "error": forced},
+               {"node": "rabbit1", "t_invoke": 1.0, "t_complete": 2.0, "error": forced},      # before
+               {"node": "rabbit2", "t_invoke": 9.0, "t_complete": 19.0, "error": "confirm timeout"},
+               {"node": "rabbit2", "t_invoke": 9.0, "t_complete": 13.0,
+                "error": "connection closed: StreamLostError: ('Transport indicated EOF',)"},
+               {"node": "rabbit1", "t_invoke": 30.0, "t_complete": 31.0, "error": forced}]    # after
+    assert rabbit_observe.forced_close_nodes(produce, 5.0, 25.0) == ["rabbit3"]
+    assert rabbit_observe.forced_close_nodes(produce, 0.0, 40.0) == ["rabbit1", "rabbit3"]
+    assert rabbit_observe.forced_close_nodes(produce, None, 25.0) == []
+    m = rabbit_observe.measure([{"t": 5.0, "master": "rabbit1"}, {"t": 25.0, "master": "rabbit1"}], {}, [],
+                               produce, 5.0)
+    assert m["forced_close_nodes"] == ["rabbit3"]
 
 
 def test_rabbit_log_measures():

@@ -14,7 +14,7 @@ def _row(name, sid, version, verdict_valid, run):
 def test_each_claim_shows_the_rows_asserting_it_and_their_tally():
     rows = [_row("R9r-x", "R9r", "3.10", True, "a/1"), _row("R9r-x", "R9r", "3.10", False, "a/2"),
             _row("other", "Z", "3.10", True, "b/1")]
-    lines = R.claim_lines([("R9r", "R9r-x", [2]), ("K7r", "K7r-y", [2, 3])], rows, 4)
+    lines = R.claim_lines([("R9r", "R9r-x", [2], None), ("K7r", "K7r-y", [2, 3], None)], rows, 4)
     assert len(lines) == 2 + 4
     one, two, three = lines[2], lines[3], lines[4]
     assert "| 1 |" in one and "no row yet" in one
@@ -22,6 +22,19 @@ def test_each_claim_shows_the_rows_asserting_it_and_their_tally():
     assert "R9r @ 3.10: held 1 of 2" in two and "other" not in two
     assert "K7r" in three and "not run yet" in three
     assert R.claim_seed(1) .startswith("000") and R.claim_seed(43).startswith("002") and R.claim_seed(76).startswith("004")
+
+
+def test_only_the_runs_of_the_files_present_prediction_count_for_its_claims():
+    """A row re-encoded (K9 given claim 57's assertion) shows none of its older runs: they did
+    not test what the file asserts now."""
+    old = _row("K9-x", "K9", "3.9", True, "a/1")
+    new = dict(_row("K9-x", "K9", "3.9", False, "a/2"), expect={"lost": 0, "whole_run": {"first": False}})
+    present = R.prediction_text({"lost": 0, "whole_run": {"first": False}}, None)
+    [line] = R.claim_lines([("K9", "K9-x", [1], present)], [old, new], 1)[2:]
+    assert "held 0 of 1" in line
+    [line] = R.claim_lines([("K9", "K9-x", [1], present)], [old], 1)[2:]
+    assert "not run yet" in line
+    assert R.prediction_text({"lost": 0}, {}) == R.prediction_text({"lost": 0}, None) == "expect=lost=0"
 
 
 def test_a_claim_number_outside_the_list_is_refused_naming_the_field():

@@ -382,3 +382,76 @@ def test_the_transaction_coordinator_is_found_as_kafka_finds_it():
     Cluster.roles = roles.ROLES
     expected = f"kafka{roles.coordinator_partition('mqchaos-p0') % 3 + 1}"
     assert roles.resolve_role(Cluster(), "txn_coordinator", None) == [expected]
+
+
+def test_a_leader_is_resolved_from_the_brokers_metadata_when_zookeeper_does_not_answer():
+    """K16: with ZooKeeper's majority gone the leader (and ISR, followers) come from the
+    brokers' metadata; with ZooKeeper answering, from ZooKeeper's record alone."""
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from harness.brokers.kafka.cluster import ZooKeeperCluster
+
+    zk_view = [{"partition": 0, "leader": "kafka2", "isr": ["kafka2", "kafka3"], "replicas": ["kafka2", "kafka3", "kafka1"]}]
+    brokers_view = [{"partition": 0, "leader": "kafka1", "isr": ["kafka1", "kafka2", "kafka3"],
+                     "replicas": ["kafka1", "kafka2", "kafka3"]}]
+
+    class Fake(ZooKeeperCluster):
+        zk_up = True
+
+        def __init__(self):
+            pass
+
+        def partitions(self, topic):
+            if not self.zk_up:
+                raise KazooTimeoutError("Connection time-out")
+            return zk_view
+
+        def metadata(self, topic, timeout=10):
+            return brokers_view
+
+    c = Fake()
+    assert c.role("leader", "mqchaos") == ["kafka2"] and c.role("followers", "mqchaos") == ["kafka3", "kafka1"]
+    c.zk_up = False
+    assert c.role("leader", "mqchaos") == ["kafka1"]
+    assert c.role("isr", "mqchaos") == ["kafka1", "kafka2", "kafka3"]
+
+
+def test_fetch_requests_are_counted_per_broker_against_the_leaders():
+    """K17 (seed 002, 43): a consumer's Fetch requests per broker, from librdkafka's
+    statistics (brokers.<name>.nodeid / req.Fetch; bootstrap entries have node id -1)."""
+    import json
+
+    from harness.brokers.kafka.probes import fetch_measures
+
+    stats = json.dumps({"brokers": {
+        "127.0.0.1:9092/bootstrap": {"nodeid": -1, "req": {"Fetch": 0, "Metadata": 2}},
+        "127.0.0.1:9092/1": {"nodeid": 1, "req": {"Fetch": 0, "Metadata": 1}},
+        "127.0.0.1:9093/2": {"nodeid": 2, "req": {"Fetch": 41, "ListOffsets": 1}},
+        "127.0.0.1:9094/3": {"nodeid": 3, "req": {"Fetch": 3}}}})
+    m = fetch_measures(stats, ["kafka2"], 900)
+    assert m["fetch_requests_by_node"] == {"kafka1": 0, "kafka2": 41, "kafka3": 3}
+    assert m["fetch_requests_to_leaders"] == 41 and m["fetch_requests_to_non_leaders"] == 3
+    assert m["fetch_leaders"] == ["kafka2"] and m["fetch_messages_read"] == 900
+    assert fetch_measures(None, ["kafka2"], 0) == {"fetch_messages_read": 0}  # no statistics: nothing judged
+
+
+def test_a_live_reader_follows_the_topic_during_the_load(tmp_path):
+    """workload.live_reader (K1u, seed 002 claim 44): one reader following the topic during
+    the load, which the drain then reads on to the end; not beside a transactional workload."""
+    import threading
+    from types import SimpleNamespace
+
+    from harness.brokers.kafka import PLUGIN
+    from harness.history import JsonlWriter, RunClock
+    from harness.scenario import parse
+
+    base = {"name": "k", "broker": "kafka", "nemesis": [], "workload": {"live_reader": True}}
+    sc = parse(base)
+    ctx = SimpleNamespace(sc=sc, cluster=SimpleNamespace(bootstrap_servers=lambda: "127.0.0.1:1"),
+                          writer=lambda kind, name: JsonlWriter(tmp_path / f"{kind}-{name}.jsonl"),
+                          clock=RunClock(), stop=threading.Event())
+    [reader] = PLUGIN.consumers(ctx)
+    assert reader.name == "c0" and reader.following.is_set()
+    assert PLUGIN.consumers(SimpleNamespace(**{**vars(ctx), "sc": parse({**base, "workload": {}})})) == []
+    with pytest.raises(Exception, match="live_reader"):
+        parse({**base, "workload": {"live_reader": True, "transactions": {"size": 5}}})

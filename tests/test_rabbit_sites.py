@@ -62,10 +62,10 @@ def test_a_two_node_cluster_under_test():
 
 
 def test_the_mirrors_a_policy_asks_for_in_a_cluster_of_n():
-    assert W._mirrors({"ha-mode": "all"}, 3) == 2 and W._mirrors({"ha-mode": "all"}, 2) == 1
-    assert W._mirrors({"ha-mode": "exactly", "ha-params": 2}, 3) == 1
-    assert W._mirrors({"ha-mode": "exactly", "ha-params": 3}, 2) == 1
-    assert W._mirrors({"ha-mode": "nodes", "ha-params": ["rabbit1", "rabbit2"]}, 3) == 1
+    assert W.mirrors_wanted({"ha-mode": "all"}, 3) == 2 and W.mirrors_wanted({"ha-mode": "all"}, 2) == 1
+    assert W.mirrors_wanted({"ha-mode": "exactly", "ha-params": 2}, 3) == 1
+    assert W.mirrors_wanted({"ha-mode": "exactly", "ha-params": 3}, 2) == 1
+    assert W.mirrors_wanted({"ha-mode": "nodes", "ha-params": ["rabbit1", "rabbit2"]}, 3) == 1
 
 
 def test_a_ram_node_has_its_own_configuration():

@@ -268,3 +268,37 @@ def test_a_sync_with_nothing_to_synchronise_is_ineffective(tmp_path):
     with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
         s = nem.apply("sync_queue")
     assert not s.details["effective"]
+
+
+class PlacingRabbit(VersionedRabbit):
+    """A fake whose queue shows a move in force ``lag`` looks after the command; its master
+    stays where it was (the broker moves it in its own time)."""
+    def __init__(self, tmp_path, lag=2):
+        super().__init__(tmp_path)
+        self.placed, self.wanted, self.lag, self.looks = False, False, lag, 0
+
+    def place_subject(self, subject, nodes):
+        self.calls.append(("place", subject, nodes))
+        self.wanted, self.looks = nodes is not None, 0
+
+    def placement(self, subject):
+        self.looks += 1
+        if self.looks > self.lag:
+            self.placed = self.wanted
+        return {"placed": self.placed, "master": "rabbit1", "replicas": ["rabbit1", "rabbit2"]}
+
+
+def test_a_move_of_the_replicas_is_proved_by_the_brokers_record(tmp_path):
+    """move_replicas (seed 000's trick, seed 001's nodes policy): effective once the broker
+    shows the move in force (where the master goes is the row's to judge); restore_replicas
+    lifts it; lifting nothing is no effect."""
+    c = PlacingRabbit(tmp_path)
+    with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
+        idle = nem.apply("restore_replicas")
+        m = nem.apply("move_replicas", "rabbit3")
+        r = nem.apply("restore_replicas")
+    assert not idle.details["effective"]  # nothing was moved: lifting it tests nothing
+    assert ("place", "q", ["rabbit3"]) in c.calls and ("place", "q", None) in c.calls
+    assert m.targets == ["rabbit3"] and m.details["before"]["placed"] is False and m.details["effective"]
+    assert m.details["evidence"]["after"]["placed"] is True
+    assert r.targets == [] and r.details["effective"] and r.details["evidence"]["after"]["placed"] is False

@@ -57,6 +57,9 @@ FEATURES = "features"  # the cluster's feature level can be raised once every no
 # the run's queue's replicas can be synchronised, and a synchronisation cancelled, by the
 # operator's command (Cluster.sync_subject: RabbitMQ's sync_queue / cancel_sync_queue)
 SYNC = "sync"
+# the run's queue's replicas can be moved onto chosen nodes by the operator, and that move
+# lifted (Cluster.place_subject: RabbitMQ's ha-mode nodes policy of a higher priority)
+PLACEMENT = "placement"
 CONTAINER_CAPABILITIES = frozenset({KILL, STOP, START, PAUSE, WIPE, POWER_LOSS})
 
 
@@ -302,6 +305,17 @@ class Cluster(NodeAccess, abc.ABC):
     def sync_state(self, subject: str) -> dict[str, Any]:
         """``{"syncing": bool, "unsynchronised": [nodes]}``: where ``subject``'s replicas stand."""
         raise NotImplementedError(f"a {self.kind} cluster has no synchronisation command")
+
+    # ---- placement (capability PLACEMENT): an operator's change, not a fault ---------------
+    def place_subject(self, subject: str, nodes: list[str] | None) -> None:
+        """Move ``subject``'s replicas onto ``nodes`` as the broker's operators do (returns
+        once the broker took the change; the move goes on); ``None`` lifts the move."""
+        raise NotImplementedError(f"a {self.kind} cluster cannot move a queue's replicas")
+
+    def placement(self, subject: str) -> dict[str, Any]:
+        """``{"placed": bool, "master": node, "replicas": [nodes]}``: whether a move is in
+        force on ``subject`` (the broker's own answer) and where its replicas are."""
+        raise NotImplementedError(f"a {self.kind} cluster cannot move a queue's replicas")
 
     # ---- storage (capability CORRUPT) ------------------------------------------------------
     # what a ``corrupt`` fault may name in ``params.files``: kind -> what it is

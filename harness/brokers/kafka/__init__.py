@@ -153,6 +153,9 @@ class Kafka(Broker):
                         transaction_timeout_ms=x.transaction_timeout_ms, request_timeout_ms=w.request_timeout_ms,
                         delivery_timeout_ms=w.delivery_timeout_ms, size=w.message_size, spread=x.spread,
                         reads=ctx.writer("consume", f"x{i}")) for i in range(x.processors)]]
+        if w.live_reader:
+            return [KafkaReader("c0", bootstrap, ctx.sc.topic.name, ctx.writer("consume", "c0"), ctx.clock,
+                                ctx.stop, timeout_s=ctx.sc.timing.drain_timeout, follow=True)]
         return []  # the topic is read after the heal, from the beginning (drain)
 
     def drain(self, ctx: RunContext, consumers: list[Worker]) -> Drained:

@@ -25,7 +25,8 @@ from typing import Any, ClassVar
 
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
 from harness.brokers.compose import ComposeCluster
@@ -249,6 +250,11 @@ class KafkaCluster(ComposeCluster):
     def registered_since_start(self, node: str) -> bool:
         """The broker's registration belongs to its current run (not its previous one's)."""
         raise NotImplementedError
+
+    def role_partitions(self, topic: str) -> list[dict[str, Any]]:
+        """The partitions a role (``leader``, ``isr``, ``followers``) is resolved from when a
+        fault is applied: the mode's own record."""
+        return self.partitions(topic)
 
     def elr(self, topic: str, partition: int, below_min_isr: bool) -> tuple[list[str] | None, float | None]:
         """The partition's eligible leader replicas (KIP-966) as last read, and how many
@@ -600,6 +606,17 @@ class ZooKeeperCluster(KafkaCluster):
                 "leader_epoch": st.get("leader_epoch"),
             })
         return res
+
+    def role_partitions(self, topic: str) -> list[dict[str, Any]]:
+        """ZooKeeper's record; when ZooKeeper does not answer (its majority lost: K16), the
+        brokers' metadata, which then cannot have moved on: without ZooKeeper the controller
+        can change no leader or ISR, so every broker still holds its last update."""
+        try:
+            return self.partitions(topic)
+        except (KazooException, KazooTimeoutError) as e:
+            log.info("ZooKeeper does not answer (%s: %s): %s's roles from the brokers' metadata",
+                     type(e).__name__, e, topic)
+            return self.metadata(topic)
 
     def view_source(self) -> tuple[str | None, str | None, int | None]:
         """ZooKeeper holds the controller's record: the cluster's view, whatever a broker caches."""

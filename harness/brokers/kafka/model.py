@@ -1,7 +1,7 @@
 """What a Kafka scenario may say: its topic, its producers' options, its probes."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -20,7 +20,8 @@ METADATA_MODES = {
 MEASUREMENTS = {"isr_min", "isr_below_2_s", "isr_shrink_s", "leaders_seen", "leader_changes",
                 "new_leader_elected", "controller_changes", "new_controller_elected", "leaderless_s",
                 "log_truncations", "isr_below_min_s", "leader_is_controller", "ack_latency_max_s",
-                "ack_latency_after_isr_shrink_max_s", "isr_shrink_lag_s", "isr_rejoined"}
+                "ack_latency_after_isr_shrink_max_s", "isr_shrink_lag_s", "isr_rejoined",
+                "first_controller_at_end"}
 
 
 def metadata_reason(mode: str, why: str | None) -> str:
@@ -85,6 +86,16 @@ class KafkaWorkload(BaseWorkload):
     delivery_timeout_ms: int = Field(10_000, ge=1)
     request_timeout_ms: int = Field(3_000, ge=1)
     prefill: int = Field(0, ge=0, le=0, description="not supported: the topic is read in the drain")
+    # a reader that follows the topic during the load too (seed 002: what consumers see while
+    # a partition has no leader), then reads on to the end in the drain; its gaps are the
+    # checker's read_gaps
+    live_reader: bool = False
+
+    @model_validator(mode="after")
+    def _one_reader(self) -> "KafkaWorkload":
+        if self.live_reader and self.transactions:
+            raise ValueError("live_reader: a transactional workload has its own (read_committed) live reader")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -108,8 +119,20 @@ class LeadersProbe(Strict):
     settle: float = Field(0, ge=0, le=600, description="seconds to let the controller rebalance by itself")
 
 
+class FetchesProbe(Strict):
+    """Where a consumer fetches from (seed 002: "消费者并不会从追随者分区中获取消息", consumers
+    do not fetch from followers): before the faults, a consumer of its own reads the topic
+    from the beginning for ``seconds`` while the load goes on; its client's own count of
+    Fetch requests per broker (librdkafka statistics), against the partitions' leaders."""
+    seconds: float = Field(10, gt=0, le=120)
+
+    NAMES: ClassVar[set[str]] = {"fetch_requests_by_node", "fetch_requests_to_leaders",
+                                 "fetch_requests_to_non_leaders", "fetch_leaders", "fetch_messages_read"}
+
+
 class KafkaProbes(Strict):
     leaders: LeadersProbe | None = None
+    fetches: FetchesProbe | None = None
 
 
 class KafkaScenario(BaseScenario):
@@ -210,4 +233,6 @@ class KafkaScenario(BaseScenario):
         names = set(MEASUREMENTS)
         if self.probes.leaders is not None:
             names |= spread_names("leaders", ("before", "after", "after_election"))
+        if self.probes.fetches is not None:
+            names |= FetchesProbe.NAMES
         return names

@@ -60,6 +60,8 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
          "isr_below_min_s": duration(ok, lambda s: len(s["isr"]) < min_isr),
          "leaders_seen": leaders, "leader_changes": lchanges, "new_leader_elected": lchanges > 0,
          "controller_changes": cchanges, "new_controller_elected": cchanges > 0,
+         # seed 002, scenario 8: once its cut heals, a replaced controller is an ordinary broker
+         "first_controller_at_end": _same_ends(s.get("controller") for s in ok),
          "isr_timeline": timeline(ok, lambda s: f"isr={','.join(s['isr'])} leader={s['leader']} "
                                   f"controller={s.get('controller')}")}
     if fault_start is not None:
@@ -77,6 +79,12 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
         m["leader_is_controller"] = (last["leader"] == last.get("controller")
                                      if last["leader"] and last.get("controller") else None)
     return m
+
+
+def _same_ends(values) -> bool | None:
+    """Whether the last known value is the first one (None: none known)."""
+    known = [v for v in values if v]
+    return known[0] == known[-1] if known else None
 
 
 def log_measures(logs: dict[str, str], topic: str) -> dict:

@@ -1,11 +1,15 @@
-"""Kafka probe: partition leaders per broker before and after the faults, and after a
-preferred-replica election (K11)."""
+"""Kafka probes: partition leaders per broker before and after the faults, and after a
+preferred-replica election (K11); which brokers a consumer fetches from (K17)."""
 from __future__ import annotations
 
+import json
+import time
 from collections import Counter
+from typing import Any
 
-from confluent_kafka import ElectionType, KafkaError, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, TopicPartition
 
+from harness.brokers.kafka.nodes import broker_node
 from harness.probes import Probes, spread, spread_measures
 from harness.util import wait_until
 
@@ -14,6 +18,29 @@ class KafkaProbes(Probes):
     def before_faults(self) -> None:
         if self.sc.probes.leaders:
             self.measurements.update(spread_measures("leaders", "before", self._leaders()))
+        if self.sc.probes.fetches:
+            self.measurements.update(self._fetches())
+
+    def _fetches(self) -> dict[str, Any]:
+        """A consumer of the probe's own reads the topic for the probe's seconds; its client's
+        statistics count the Fetch requests it sent to each broker."""
+        p, topic = self.sc.probes.fetches, self.sc.topic.name
+        stats: list[str] = []
+        c = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers(), "group.id": "mqchaos-fetches",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "statistics.interval.ms": 1000, "stats_cb": stats.append})
+        read = 0
+        try:
+            parts = self.cluster.partitions(topic)
+            c.assign([TopicPartition(topic, q["partition"], 0) for q in parts])
+            deadline = time.monotonic() + p.seconds
+            while time.monotonic() < deadline and not self.ctx.stop.is_set():  # bounded by the probe's seconds
+                msg = c.poll(0.5)
+                read += msg is not None and not msg.error()
+        finally:
+            c.close()
+        leaders = sorted({q["leader"] for q in parts if q["leader"]})
+        return fetch_measures(stats[-1] if stats else None, leaders, read)
 
     def after_heal(self) -> None:
         p = self.sc.probes.leaders
@@ -58,3 +85,19 @@ class KafkaProbes(Probes):
         finally:
             if errors:
                 self.measurements["election_errors"] = {str(k): v for k, v in sorted(errors.items())}
+
+
+def fetch_measures(stats: str | None, leaders: list[str], read: int) -> dict[str, Any]:
+    """A librdkafka statistics document's Fetch requests per broker (its ``brokers`` entries
+    with a node id; the bootstrap entries have -1), against the partitions' ``leaders``.
+    Nothing but the messages read when the client gave no statistics."""
+    out: dict[str, Any] = {"fetch_messages_read": read}
+    if not stats:
+        return out
+    by_node: Counter = Counter()
+    for b in (json.loads(stats).get("brokers") or {}).values():
+        if isinstance(b.get("nodeid"), int) and b["nodeid"] >= 0:
+            by_node[broker_node(b["nodeid"])] += int((b.get("req") or {}).get("Fetch", 0))
+    return {**out, "fetch_requests_by_node": dict(sorted(by_node.items())), "fetch_leaders": leaders,
+            "fetch_requests_to_leaders": sum(n for k, n in by_node.items() if k in leaders),
+            "fetch_requests_to_non_leaders": sum(n for k, n in by_node.items() if k not in leaders)}

@@ -38,7 +38,7 @@ def coordinator_partition(transactional_id: str, partitions: int = TRANSACTION_S
 
 def resolve_role(cluster, name: str, arg: str | None) -> list[str]:
     """The nodes that hold role ``name`` (of topic partition ``arg``) in ``cluster``, a
-    KafkaCluster: its ``roles``, ``controller``, ``role_nodes`` and ``partitions``."""
+    KafkaCluster: its ``roles``, ``controller``, ``role_nodes`` and ``role_partitions``."""
     if name not in cluster.roles:
         raise RoleError(f"a kafka cluster has no role {name!r} (roles: {', '.join(cluster.roles)})")
     if name == "controller":
@@ -52,7 +52,7 @@ def resolve_role(cluster, name: str, arg: str | None) -> list[str]:
     if not arg:
         raise RoleError(f"{name} needs a topic ({name}:TOPIC[/PARTITION])")
     topic, _, part = arg.partition("/")
-    p = cluster.partitions(topic)[int(part or 0)]
+    p = cluster.role_partitions(topic)[int(part or 0)]
     if name == "leader":
         return [p["leader"]] if p["leader"] else []
     if name == "isr":

@@ -60,7 +60,7 @@ class RabbitMQ(Broker):
         return observe.sample(cluster, sc)
 
     def measure(self, sc, samples, logs, produce, consume, fault_start) -> dict:
-        m = observe.measure(samples, logs, consume)
+        m = observe.measure(samples, logs, consume, produce, fault_start)
         # publishes the broker returned as unroutable (mandatory): no binding took them
         m["unroutable"] = sum(1 for r in produce if r.get("error") == "unroutable")
         if sc.queue.type == "quorum":

@@ -5,6 +5,7 @@ What it asks and does is spelled out beside it: ``mgmt`` (the management HTTP AP
 from __future__ import annotations
 
 import logging
+import re
 import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
@@ -14,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.compose import ComposeCluster
 from harness.brokers.containers import docker
-from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, RESTART_APP, SYNC, UPGRADE,
+from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, PLACEMENT, RESTART_APP, SYNC, UPGRADE,
                                      ClusterError, Recorder, Steady)
 from harness.brokers.settings import Settings
 from harness.brokers.rabbitmq import ctl, mgmt, queues, recovery
@@ -131,7 +132,7 @@ class RabbitCluster(ComposeCluster):
     generations = GENERATIONS
     data_mounts = {"rabbit": "/var/lib/rabbitmq"}
     fs_dirs = {"rabbit": "/var/lib/rabbitmq/mnesia"}  # RABBITMQ_MNESIA_BASE: queues, stores, metadata
-    capabilities = CONTAINER_CAPABILITIES | {RESTART_APP, CORRUPT, MEMBERSHIP, UPGRADE, FEATURES, SYNC}
+    capabilities = CONTAINER_CAPABILITIES | {RESTART_APP, CORRUPT, MEMBERSHIP, UPGRADE, FEATURES, SYNC, PLACEMENT}
     roles = queues.ROLES
     # (path glob under the mnesia base, file name glob, newest per directory or overall)
     _DATA_FILES = {"wal": ("*/quorum/*", "*.wal", False), "segment": ("*/quorum/*", "*.segment", True),
@@ -193,6 +194,24 @@ class RabbitCluster(ComposeCluster):
         state = str(q.get("state"))
         return {"syncing": "sync" in state, "state": state,
                 "unsynchronised": sorted(set(m["mirrors"]) - set(m["synchronised"]))}
+
+    # the operator's move (seed 000's "trick", seed 001's "nodes" policy): a policy above the
+    # run's own (priority 0), ha-mode nodes on the chosen nodes, synchronised automatically
+    PLACE_POLICY, PLACE_PRIORITY = "mqchaos-place", 10
+
+    def place_subject(self, subject: str, nodes: list[str] | None) -> None:
+        if nodes is None:
+            mgmt.delete_policy(self, self.PLACE_POLICY)
+            return
+        self.set_policy(self.PLACE_POLICY, f"^{re.escape(subject)}$",
+                        {"ha-mode": "nodes", "ha-params": [erlang_node(n) for n in nodes],
+                         "ha-sync-mode": "automatic"}, priority=self.PLACE_PRIORITY)
+
+    def placement(self, subject: str) -> dict[str, Any]:
+        q = self.queue(subject) or {}
+        m = queues.mirrors_of(q)
+        return {"placed": q.get("policy") == self.PLACE_POLICY, "master": m["master"],
+                "replicas": sorted({m["master"], *m["mirrors"]} - {None})}
 
     def data_files(self, node: str, kind: str, subject: str | None) -> list[tuple[str, int]]:
         if kind not in self._DATA_FILES:

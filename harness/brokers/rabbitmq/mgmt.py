@@ -28,6 +28,21 @@ def get(cluster, path: str, node: str | None = None, timeout: float = 10, among:
     raise ClusterError(f"management API {path} unanswered: {'; '.join(errors)}")
 
 
+def delete_policy(cluster, name: str, vhost: str = "/") -> None:
+    """DELETE a policy through the first node that takes it (gone already: done)."""
+    path = f"policies/{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(name, safe='')}"
+    errors = []
+    for n in NODES:
+        try:
+            resp = cluster.http(n, "DELETE", path)
+            if resp.status_code != 404:
+                resp.raise_for_status()
+            return
+        except requests.RequestException as exc:
+            errors.append(f"{n}: {exc}")
+    raise ClusterError(f"delete policy {name} failed: {'; '.join(errors)}")
+
+
 def put_policy(cluster, name: str, pattern: str, definition: dict, apply_to: str = "queues",
                priority: int = 0, vhost: str = "/", node: str | None = None) -> None:
     """PUT a policy through ``node`` or the first node that takes it."""

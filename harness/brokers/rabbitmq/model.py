@@ -18,7 +18,7 @@ from harness.spec import BaseScenario, BaseWorkload, Strict
 MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers", "autoheal_loser_count",
                 "masters_seen", "master_changes", "new_master_elected", "unsynchronised_s", "masters_at_once_max",
                 "deliveries_by_node", "follower_delivery_fraction", "masterless_s", "queue_present", "unroutable",
-                "mirrors_added", "mirrors_added_count", "ram_nodes", "exchange_present"}
+                "mirrors_added", "mirrors_added_count", "ram_nodes", "exchange_present", "forced_close_nodes"}
 # What partition handling does (a version without it cannot show any of these).
 PARTITION_MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers",
                           "autoheal_loser_count"}
@@ -214,6 +214,23 @@ class ThroughputProbe(Strict):
     window: int = Field(200, ge=1)
     message_size: int = Field(0, ge=0)
     baseline: str | None = None  # the policy the ratios are taken against (default: the first)
+    # per policy name, what else differs (the confirms method only): persistent messages or
+    # not (seed 000: persistence costs throughput), and the node the publishers connect to
+    # (seed 003: a queue lives on one node, a client of another node is routed through it)
+    persistent: dict[str, bool] = Field(default_factory=dict)
+    via: dict[str, Literal["rabbit1", "rabbit2", "rabbit3"]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _variants(self) -> "ThroughputProbe":
+        for field in ("persistent", "via"):
+            unknown = set(getattr(self, field)) - set(self.policies)
+            if unknown:
+                raise ValueError(f"{field}: {', '.join(sorted(unknown))} not among the policies")
+            if getattr(self, field) and self.methods != ["confirms"]:
+                raise ValueError(f"{field} applies to the confirms method only (perftest sets its own)")
+        if self.baseline is not None and self.baseline not in self.policies:
+            raise ValueError(f"baseline: {self.baseline} is not among the policies")
+        return self
 
     def base(self) -> str:
         return self.baseline or next(iter(self.policies))

@@ -116,5 +116,22 @@ def delivery_nodes(consume: list[dict], samples: list[dict]) -> dict:
             "follower_delivery_fraction": round(follower / known, 4) if known else None}
 
 
-def measure(samples: list[dict], logs: dict[str, str], consume: list[dict]) -> dict:
-    return {**queue_measures(samples), **log_measures(logs), **delivery_nodes(consume, samples)}
+# pika's record of a connection the broker closed with CONNECTION_FORCED (320): what a node
+# does to its clients when it pauses or stops its app (seed 000, pause_minority)
+_FORCED = "CONNECTION_FORCED"
+
+
+def forced_close_nodes(produce: list[dict], start: float | None, end: float | None) -> list[str]:
+    """The nodes that closed a publisher's connection themselves (CONNECTION_FORCED, the
+    publisher's in-flight messages recorded with the reason) between ``start`` and ``end``."""
+    if start is None or end is None:
+        return []
+    return sorted({r["node"] for r in produce if r.get("node") and _FORCED in str(r.get("error") or "")
+                   and start <= (r.get("t_complete") or r.get("t_invoke") or -1) <= end})
+
+
+def measure(samples: list[dict], logs: dict[str, str], consume: list[dict], produce: list[dict] = (),
+            start: float | None = None) -> dict:
+    end = samples[-1]["t"] if samples else None
+    return {**queue_measures(samples), **log_measures(logs), **delivery_nodes(consume, samples),
+            "forced_close_nodes": forced_close_nodes(list(produce), start, end)}

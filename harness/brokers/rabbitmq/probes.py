@@ -17,7 +17,7 @@ from harness.brokers.rabbitmq import perftest
 from harness.brokers.rabbitmq.clients import RabbitConsumer, RabbitPublisher, params
 from harness.brokers.rabbitmq.cluster import short_node
 from harness.brokers.rabbitmq.model import SYNC_MODES
-from harness.brokers.rabbitmq.workload import endpoints, queue_gone
+from harness.brokers.rabbitmq.workload import endpoints, mirrors_wanted, queue_gone
 from harness.history import JsonlWriter
 from harness.measures import blocked_s, falls, grows, mean_ci95
 from harness.probes import Probes, hosts, spread, spread_measures
@@ -193,8 +193,11 @@ class RabbitProbes(Probes):
         queue = f"mqchaos-tput-{name}"
         self._declare(queue, policy)
         if policy.get("ha-mode"):
-            wait_until(lambda q=queue: len(self.cluster.queue_mirrors(q)["synchronised"]) >= 1, 60,
-                       f"{queue} mirrored")
+            # ha-mode exactly 1 is mirrored with no mirror (seed 001: not the same queue as an
+            # unmirrored one)
+            want = mirrors_wanted(policy, len(eps))
+            wait_until(lambda q=queue: len(self.cluster.queue_mirrors(q)["synchronised"]) >= want, 60,
+                       f"{queue} mirrored ({want} synchronised)")
         try:
             if method == "perftest":
                 return perftest.measure(eps[0].host, eps[0].port, queue, t.seconds, stem.with_suffix(".txt"))["receiving"]
@@ -204,9 +207,10 @@ class RabbitProbes(Probes):
 
     def _confirmed_rate(self, t, name: str, queue: str, eps, stem: Path) -> float:
         stop = threading.Event()
-        pubs = [RabbitPublisher(f"{name}{i}", eps[:1], queue, JsonlWriter(Path(f"{stem}-{i}.jsonl")),
+        via = [e for e in eps if e.node == t.via.get(name, eps[0].node)]
+        pubs = [RabbitPublisher(f"{name}{i}", via, queue, JsonlWriter(Path(f"{stem}-{i}.jsonl")),
                                 self.ctx.clock, stop, rate=None, max_messages=5_000_000,
-                                window=t.window, size=t.message_size)
+                                window=t.window, size=t.message_size, persistent=t.persistent.get(name, True))
                 for i in range(t.publishers)]
         t0 = time.monotonic()
         for w in pubs:

@@ -120,12 +120,12 @@ def _declare_queue(cluster, sc, on: str | None) -> None:
     finally:
         conn.close()
     if q.type == "mirrored" and q.policy.get("ha-sync-mode") == "automatic":
-        want = _mirrors(q.policy, len(eps))
+        want = mirrors_wanted(q.policy, len(eps))
         wait_until(lambda: len(cluster.queue_mirrors(q.name, node=ep.node)["synchronised"]) >= want,
                    60, f"queue {q.name} mirrors synchronised")
 
 
-def _mirrors(policy: dict, nodes: int) -> int:
+def mirrors_wanted(policy: dict, nodes: int) -> int:
     """The mirrors a policy asks for, in a cluster of ``nodes``."""
     if policy.get("ha-mode") == "exactly":
         return min(int(policy.get("ha-params", 1)), nodes) - 1
