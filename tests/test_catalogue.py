@@ -101,6 +101,11 @@ def test_rabbit_forced_closes_are_the_closing_nodes_in_the_window():
     m = rabbit_observe.measure([{"t": 5.0, "master": "rabbit1"}, {"t": 25.0, "master": "rabbit1"}], {}, [],
                                produce, 5.0)
     assert m["forced_close_nodes"] == ["rabbit3"]
+    ok = [{"outcome": "ok", "t_invoke": 6.0, "t_complete": 6.1}, {"outcome": "ok", "t_invoke": 7.0, "t_complete": 19.5},
+          {"outcome": "info", "t_invoke": 8.0, "t_complete": 18.0}, {"outcome": "ok", "t_invoke": 1.0, "t_complete": 30.0}]
+    # the late confirm of a write invoked in the window counts; a write invoked before it does not
+    assert rabbit_observe.measure([{"t": 5.0}, {"t": 25.0}], {}, [], ok, 5.0)["confirm_latency_max_s"] == 12.5
+    assert rabbit_observe.measure([{"t": 5.0}], {}, [], ok, None)["confirm_latency_max_s"] is None
 
 
 def test_rabbit_log_measures():

@@ -8,7 +8,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from harness.brokers.rabbitmq.cluster import REPLICATED, master_of, short_node
-from harness.measures import changes, duration, timeline
+from harness.measures import ack_latency_max, changes, duration, timeline
 
 
 def _view(cluster, node: str, queue: str) -> dict | None:
@@ -133,5 +133,10 @@ def forced_close_nodes(produce: list[dict], start: float | None, end: float | No
 def measure(samples: list[dict], logs: dict[str, str], consume: list[dict], produce: list[dict] = (),
             start: float | None = None) -> dict:
     end = samples[-1]["t"] if samples else None
+    produce = list(produce)
     return {**queue_measures(samples), **log_measures(logs), **delivery_nodes(consume, samples),
-            "forced_close_nodes": forced_close_nodes(list(produce), start, end)}
+            "forced_close_nodes": forced_close_nodes(produce, start, end),
+            # a confirm waits for every mirror: how long one waited (seed 002: a mirror's loss
+            # takes time to detect); a late confirm after a timeout counts at its arrival
+            "confirm_latency_max_s": ack_latency_max(produce, start, end) if start is not None and end is not None
+            else None}
