@@ -30,7 +30,7 @@ CHECKER_KEYS = set(JUDGED_KEYS) | {"unavailable_intervals", "unavailable_window"
 # whether every lost write was taken by the nodes of one side of the first cut (R8).
 DERIVED_KEYS = {"lost_share", "lost_on_one_side", "unknown_lost"}
 # What the run loop measures for every broker (run.json measurements).
-RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s", "redelivered_deliveries", "consumer_crashes",
+RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s", "nodes_down_count", "redelivered_deliveries", "consumer_crashes",
             "consumer_cancels",
             "consumers_silent", "at_risk", "unsynced_bytes_dropped"}
 # The checker's figures taken again over the effect window (the bare name) when the run has

@@ -87,6 +87,8 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
     if w.effect is not None:
         m["blocked_s"] = blocked_s(produce, consume, *w.effect)
     m["nodes_down_s"] = nodes_down_s(in_effect)
+    # the nodes whose container was not running at some point (seed 003: "stop ではなくダウン")
+    m["nodes_down_count"] = sum(1 for s in m["nodes_down_s"].values() if s > 0)
     # each fault's own times, for predictions about when something happened (expect's windows)
     faults = [f for f in records if f.get("id")]
     m["faults_at"] = {f["id"]: {"start": f.get("t_start"), "end": f.get("t_end")} for f in faults}

@@ -275,7 +275,8 @@ def test_a_runs_measurements_from_its_files(tmp_path, broker):
         assert m.pop("consumer_cancels") == 0  # none recorded in this run.json
     assert "redelivered_deliveries" not in m
     assert m["nodes_down_s"][nodes[-1]] == 4.0 and m["client_timeouts"] and m["blocked_s"] > 0
-    assert set(m) - {"nodes_down_s", "client_timeouts", "blocked_s", "faults_at", "windows", "at_risk",
+    assert m["nodes_down_count"] == 1  # the one node whose container stopped
+    assert set(m) - {"nodes_down_s", "nodes_down_count", "client_timeouts", "blocked_s", "faults_at", "windows", "at_risk",
                      "at_risk_at_start", "whole_run", "after_heal", "view_from"} <= sc.measurement_names() | {
         "isr_timeline", "queue_timeline"}
     # the plug-in's figures again over the whole run (no heal phase: no after-heal window)
