@@ -46,6 +46,9 @@ class RabbitProbes(Probes):
             except Exception:  # noqa: BLE001 - unknown, never a guess
                 self.measurements["ram_nodes"] = None
         if self.sc.probes.metadata:
+            if self.sc.probes.metadata.policy:
+                self.cluster.set_policy("mqchaos-meta", f"^{METADATA_PREFIX}", self.sc.probes.metadata.policy,
+                                        priority=2)
             self._metadata_timer = threading.Timer(self.sc.probes.metadata.at, self._metadata_writes)
             self._metadata_timer.daemon = True
             self._metadata_timer.start()
@@ -93,7 +96,7 @@ class RabbitProbes(Probes):
                 conn = pika.BlockingConnection(params(ep))
                 try:
                     conn.channel().queue_declare(f"{METADATA_PREFIX}{ep.node}", durable=True)
-                    out = {"ok": True}
+                    out = {"ok": True, "master": self._declared_on(ep.node)}
                 finally:
                     if conn.is_open:
                         conn.close()
@@ -111,6 +114,15 @@ class RabbitProbes(Probes):
         for ep in eps:
             self._metadata.setdefault(ep.node, {"ok": False, "error": f"no answer in {p.timeout:g} s",
                                                 "s": p.timeout})
+
+    def _declared_on(self, node: str) -> str | None:
+        """Where a probe queue's master is right after its declare, as ``node`` says (later a
+        policy may move it); None when unknown."""
+        try:
+            q = self.cluster.queue(f"{METADATA_PREFIX}{node}", node=node)
+        except Exception:  # noqa: BLE001 - unknown, never a guess
+            return None
+        return short_node(q.get("node")) if q else None
 
     def _metadata_kept(self) -> None:
         timer = getattr(self, "_metadata_timer", None)
@@ -374,4 +386,5 @@ def metadata_measures(writes: dict[str, dict], existing: set) -> dict:
             "metadata_write_s": {n: w.get("s") for n, w in sorted(writes.items())},
             # the slowest answer (or refusal): how long a write to another queue waited (R40)
             "metadata_write_max_s": max(took) if took else None,
-            "metadata_kept": kept, "metadata_lost": sorted(set(ok) - set(kept))}
+            "metadata_kept": kept, "metadata_lost": sorted(set(ok) - set(kept)),
+            "metadata_masters": {n: writes[n].get("master") for n in ok}}
