@@ -446,6 +446,7 @@ def test_metadata_measures_separate_answered_refused_kept_and_lost():
     assert m["metadata_write_max_s"] == 45 and metadata_measures({}, set())["metadata_write_max_s"] is None
     # where each answered declare put its queue (R45: none of the policy's nodes up); unknown: None
     assert m["metadata_masters"] == {"rabbit1": "rabbit1", "rabbit2": None}
+    assert m["metadata_on_own_node"] == ["rabbit1"]
     # a refused write that exists anyway (committed after the client gave up) is neither kept nor lost
     m = metadata_measures(writes, {f"{METADATA_PREFIX}{n}" for n in ("rabbit1", "rabbit2", "rabbit3")})
     assert m["metadata_kept"] == ["rabbit1", "rabbit2"] and m["metadata_lost"] == []

@@ -296,11 +296,12 @@ class MetadataProbe(Strict):
     timeout: float = Field(45, gt=0, le=120)  # Khepri gives up after 30 s (khepri_default_timeout)
     # a policy over the probe's queues, set before the faults (seed 001: an ha-mode nodes
     # policy whose nodes are all down when a queue is declared): where each answered
-    # declare put its queue is ``metadata_masters``
+    # declare put its queue is ``metadata_masters``, those put on their client's own node
+    # ``metadata_on_own_node``
     policy: dict[str, Any] | None = None
 
     NAMES: ClassVar[set[str]] = {"metadata_write_ok", "metadata_write_failed", "metadata_write_s",
-                                 "metadata_write_max_s", "metadata_kept", "metadata_lost", "metadata_masters"}
+                                 "metadata_write_max_s", "metadata_kept", "metadata_lost", "metadata_on_own_node"}
 
 
 class RabbitProbes(Strict):

@@ -387,4 +387,5 @@ def metadata_measures(writes: dict[str, dict], existing: set) -> dict:
             # the slowest answer (or refusal): how long a write to another queue waited (R40)
             "metadata_write_max_s": max(took) if took else None,
             "metadata_kept": kept, "metadata_lost": sorted(set(ok) - set(kept)),
-            "metadata_masters": {n: writes[n].get("master") for n in ok}}
+            "metadata_masters": {n: writes[n].get("master") for n in ok},
+            "metadata_on_own_node": [n for n in ok if writes[n].get("master") == n]}
