@@ -435,7 +435,8 @@ def test_the_kraft_compose_file_has_the_brokers_only():
 
 def test_metadata_measures_separate_answered_refused_kept_and_lost():
     from harness.brokers.rabbitmq.probes import METADATA_PREFIX, metadata_measures
-    writes = {"rabbit1": {"ok": True, "s": 1.2, "master": "rabbit1"}, "rabbit2": {"ok": True, "s": 0.4},
+    writes = {"rabbit1": {"ok": True, "s": 1.2, "master": "rabbit1", "mirrors": ["rabbit2"]},
+              "rabbit2": {"ok": True, "s": 0.4},
               "rabbit3": {"ok": False, "error": "no answer in 45 s", "s": 45}}
     # rabbit1's answered declare is gone after the heal (Mnesia's restarted minority)
     m = metadata_measures(writes, {f"{METADATA_PREFIX}rabbit2", "mqchaos"})
@@ -447,6 +448,10 @@ def test_metadata_measures_separate_answered_refused_kept_and_lost():
     # where each answered declare put its queue (R45: none of the policy's nodes up); unknown: None
     assert m["metadata_masters"] == {"rabbit1": "rabbit1", "rabbit2": None}
     assert m["metadata_on_own_node"] == ["rabbit1"]
+    assert m["metadata_mirrored"] is None  # rabbit2's mirrors were not read: unknown
+    both = {n: dict(w, mirrors=[]) for n, w in writes.items()}
+    both["rabbit1"]["mirrors"] = ["rabbit3"]
+    assert metadata_measures(both, set())["metadata_mirrored"] == ["rabbit1"]
     # a refused write that exists anyway (committed after the client gave up) is neither kept nor lost
     m = metadata_measures(writes, {f"{METADATA_PREFIX}{n}" for n in ("rabbit1", "rabbit2", "rabbit3")})
     assert m["metadata_kept"] == ["rabbit1", "rabbit2"] and m["metadata_lost"] == []

@@ -299,9 +299,14 @@ class MetadataProbe(Strict):
     # declare put its queue is ``metadata_masters``, those put on their client's own node
     # ``metadata_on_own_node``
     policy: dict[str, Any] | None = None
+    # seed 001: an exclusive queue is neither mirrored nor kept: declared exclusive (and
+    # durable), its connection held ``hold`` seconds, its mirrors read, then closed
+    exclusive: bool = False
+    hold: float = Field(6, ge=0, le=60)
 
     NAMES: ClassVar[set[str]] = {"metadata_write_ok", "metadata_write_failed", "metadata_write_s",
-                                 "metadata_write_max_s", "metadata_kept", "metadata_lost", "metadata_on_own_node"}
+                                 "metadata_write_max_s", "metadata_kept", "metadata_lost", "metadata_on_own_node",
+                                 "metadata_mirrored"}
 
 
 class RabbitProbes(Strict):

@@ -95,8 +95,10 @@ class RabbitProbes(Probes):
             try:
                 conn = pika.BlockingConnection(params(ep))
                 try:
-                    conn.channel().queue_declare(f"{METADATA_PREFIX}{ep.node}", durable=True)
-                    out = {"ok": True, "master": self._declared_on(ep.node)}
+                    conn.channel().queue_declare(f"{METADATA_PREFIX}{ep.node}", durable=True, exclusive=p.exclusive)
+                    if p.exclusive:  # the connection held open: a policy has time to mirror it
+                        self.ctx.stop.wait(p.hold)
+                    out = {"ok": True, **self._declared_on(ep.node)}
                 finally:
                     if conn.is_open:
                         conn.close()
@@ -115,14 +117,16 @@ class RabbitProbes(Probes):
             self._metadata.setdefault(ep.node, {"ok": False, "error": f"no answer in {p.timeout:g} s",
                                                 "s": p.timeout})
 
-    def _declared_on(self, node: str) -> str | None:
-        """Where a probe queue's master is right after its declare, as ``node`` says (later a
-        policy may move it); None when unknown."""
+    def _declared_on(self, node: str) -> dict:
+        """Where a probe queue's master and mirrors are right after its declare, as ``node``
+        says (later a policy may move them); None each when unknown."""
         try:
             q = self.cluster.queue(f"{METADATA_PREFIX}{node}", node=node)
         except Exception:  # noqa: BLE001 - unknown, never a guess
-            return None
-        return short_node(q.get("node")) if q else None
+            q = None
+        if not q:
+            return {"master": None, "mirrors": None}
+        return {"master": short_node(q.get("node")), "mirrors": sorted(short_node(n) for n in q.get("slave_nodes") or [])}
 
     def _metadata_kept(self) -> None:
         timer = getattr(self, "_metadata_timer", None)
@@ -388,4 +392,7 @@ def metadata_measures(writes: dict[str, dict], existing: set) -> dict:
             "metadata_write_max_s": max(took) if took else None,
             "metadata_kept": kept, "metadata_lost": sorted(set(ok) - set(kept)),
             "metadata_masters": {n: writes[n].get("master") for n in ok},
-            "metadata_on_own_node": [n for n in ok if writes[n].get("master") == n]}
+            "metadata_on_own_node": [n for n in ok if writes[n].get("master") == n],
+            # answered declares whose queue had mirrors (None: not read)
+            "metadata_mirrored": (sorted(n for n in ok if writes[n].get("mirrors"))
+                                  if all(writes[n].get("mirrors") is not None for n in ok) else None)}
