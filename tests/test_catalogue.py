@@ -35,6 +35,9 @@ def test_kafka_measures_from_samples():
     assert m["isr_shrink_s"] == 2.0
     assert m["isr_rejoined"] is False          # back to two of three, never to the full three
     assert m["first_controller_at_end"] is False   # kafka1 replaced by kafka2 and not back
+    assert m["new_leaders_on_controller"] is True  # kafka2 led after kafka1, kafka2 the controller
+    s2 = s + [_kafka(10, "kafka3", ["kafka3"], "kafka2")]
+    assert kafka_observe.partition_measures(s2, fault_start=1.0)["new_leaders_on_controller"] is False
     s.append(_kafka(11, "kafka2", ["kafka1", "kafka2", "kafka3"], "kafka2"))
     assert kafka_observe.partition_measures(s, fault_start=1.0)["isr_rejoined"] is True
     s.append(_kafka(12, "kafka2", ["kafka1", "kafka2", "kafka3"], "kafka1"))
@@ -51,6 +54,7 @@ def test_kafka_measures_without_change():
     assert m["isr_min"] == 3 and m["isr_shrink_s"] is None and not m["new_leader_elected"]
     assert m["isr_rejoined"] is None          # nothing left the ISR: nothing to rejoin
     assert m["first_controller_at_end"] is True
+    assert m["new_leaders_on_controller"] is None  # no leader replaced
     assert kafka_observe.partition_measures([{"t": 0, "error": "x"}], 0.0) == {}
 
 

@@ -129,6 +129,9 @@ def test_placement_puts_the_preferred_leader_where_asked(controller, rf):
     assert on[0] == controller
     assert off[0] != controller
     assert (controller in off) == (rf >= 2)  # the controller a follower whenever there is room
+    last = placement(BROKERS, controller, "not_controller_last", rf)
+    assert len(last) == rf == len(set(last)) and last[0] != controller
+    assert (last[-1] == controller) == (rf >= 2) and (controller in last) == (rf >= 2)
 
 
 def test_placement_without_a_controller_says_so():

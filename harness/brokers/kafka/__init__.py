@@ -54,11 +54,14 @@ def mvn_command(generation: Generation, libs: Path) -> list[str]:
 
 def placement(brokers: list[str], controller: str | None, leader: str, rf: int) -> list[str]:
     """A partition's replicas, preferred leader first: on the controller, or on a broker that
-    is not (the controller then a follower whenever the replicas leave room for it)."""
+    is not (the controller then a follower whenever the replicas leave room for it: second,
+    or with ``not_controller_last`` last, after the other brokers)."""
     if controller not in brokers:
         raise RuntimeError(f"no controller to place the leader by (controller: {controller})")
     others = [b for b in brokers if b != controller]
-    order = [controller, *others] if leader == "controller" else [others[0], controller, *others[1:]]
+    last = others[:max(rf - 1, 1)] + [controller]
+    order = {"controller": [controller, *others], "not_controller_last": last}.get(
+        leader, [others[0], controller, *others[1:]])
     return order[:rf]
 
 

@@ -21,7 +21,7 @@ MEASUREMENTS = {"isr_min", "isr_below_2_s", "isr_shrink_s", "leaders_seen", "lea
                 "new_leader_elected", "controller_changes", "new_controller_elected", "leaderless_s",
                 "log_truncations", "isr_below_min_s", "leader_is_controller", "ack_latency_max_s",
                 "ack_latency_after_isr_shrink_max_s", "isr_shrink_lag_s", "isr_rejoined",
-                "first_controller_at_end"}
+                "first_controller_at_end", "new_leaders_on_controller"}
 
 
 def metadata_reason(mode: str, why: str | None) -> str:
@@ -47,7 +47,9 @@ class TopicSpec(Strict):
     # Where the partitions' leader starts, relative to the controller found at creation
     # (the preferred replica is placed there); a scenario that depends on it says so in
     # require: {leader_is_controller: ...}, since the controller can move before the fault.
-    leader: Literal["any", "controller", "not_controller"] = "any"
+    # not_controller_last: the controller the last replica, so a broker that is not the
+    # controller is next in line after the leader (K18: which replica the controller elects)
+    leader: Literal["any", "controller", "not_controller", "not_controller_last"] = "any"
 
     @field_validator("config")
     @classmethod

@@ -62,6 +62,8 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
          "controller_changes": cchanges, "new_controller_elected": cchanges > 0,
          # seed 002, scenario 8: once its cut heals, a replaced controller is an ordinary broker
          "first_controller_at_end": _same_ends(s.get("controller") for s in ok),
+         # seed 002, scenario 7: whether each leader elected was the controller broker itself
+         "new_leaders_on_controller": _elected_on_controller(ok),
          "isr_timeline": timeline(ok, lambda s: f"isr={','.join(s['isr'])} leader={s['leader']} "
                                   f"controller={s.get('controller')}")}
     if fault_start is not None:
@@ -79,6 +81,17 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
         m["leader_is_controller"] = (last["leader"] == last.get("controller")
                                      if last["leader"] and last.get("controller") else None)
     return m
+
+
+def _elected_on_controller(samples: list[dict]) -> bool | None:
+    """Whether every leader that replaced another (a change to a new, known leader) was the
+    controller broker of that sample; None when no leader was replaced."""
+    new, last = [], None
+    for s in samples:
+        if s["leader"] and last and s["leader"] != last:
+            new.append(s["leader"] == s.get("controller"))
+        last = s["leader"] or last
+    return all(new) if new else None
 
 
 def _same_ends(values) -> bool | None:
