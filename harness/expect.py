@@ -121,6 +121,8 @@ def measured(result: dict, info: dict) -> dict:
     if sides and m.get("lost_nodes"):  # the source's "the losing side's writes are lost" (R8)
         m["lost_on_one_side"] = any(set(m["lost_nodes"]) <= set(s) for s in sides)
     m.update(flatten(info.get("measurements") or {}))
+    # what a plug-in measured in its own drain (Kafka's read_then_gone)
+    m.update(flatten((info.get("drain") or {}).get("figures") or {}))
     if info.get("prefill"):
         m.update(flatten({"prefill": info["prefill"]}))
     return m

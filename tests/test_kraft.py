@@ -456,3 +456,37 @@ def test_a_live_reader_follows_the_topic_during_the_load(tmp_path):
     assert PLUGIN.consumers(SimpleNamespace(**{**vars(ctx), "sc": parse({**base, "workload": {}})})) == []
     with pytest.raises(Exception, match="live_reader"):
         parse({**base, "workload": {"live_reader": True, "transactions": {"size": 5}}})
+
+
+def test_the_drain_reads_the_final_log_again_to_find_what_the_live_reader_saw_vanish(tmp_path, monkeypatch):
+    """K1h (seed 002, 48): a message the live reader read and the final log lacks was read
+    above the high watermark; the final read goes to probes/, not the history; unknown when
+    either read was incomplete. expect.measured takes the drain's figures."""
+    import threading
+    from types import SimpleNamespace
+
+    import harness.brokers.kafka as K
+    from harness import expect
+    from harness.history import RunClock
+
+    class Final:
+        def __init__(self, name, bootstrap, topic, writer, clock, stop, **kw):
+            self.ids, self.complete, self.writer = {"a", "b", "d"}, True, writer
+
+        def start(self):
+            pass
+
+        def join(self, timeout=None):
+            pass
+    monkeypatch.setattr(K, "KafkaReader", Final)
+    ctx = SimpleNamespace(sc=K.KafkaScenario.model_validate({"name": "k", "broker": "kafka", "nemesis": [],
+                                                             "workload": {"live_reader": True}}),
+                          cluster=SimpleNamespace(bootstrap_servers=lambda: "127.0.0.1:1"), dir=tmp_path,
+                          clock=RunClock(), stop=threading.Event())
+    live = SimpleNamespace(ids={"a", "b", "c"}, complete=True)
+    assert K.final_read(ctx, live) == {"read_then_gone": 1, "final_read": 3}
+    assert (tmp_path / "probes").is_dir()
+    assert K.final_read(ctx, SimpleNamespace(ids={"a"}, complete=False))["read_then_gone"] is None
+    assert {"read_then_gone", "final_read"} <= ctx.sc.measurement_names()
+    m = expect.measured({}, {"drain": {"complete": True, "figures": {"read_then_gone": 0, "final_read": 9}}})
+    assert m["read_then_gone"] == 0 and m["final_read"] == 9

@@ -17,6 +17,7 @@ from harness.brokers.generations import Generation, ImageSpec
 from harness.brokers.protocol import Broker, ClusterError
 from harness.clients.base import Worker
 from harness.context import Drained, RunContext
+from harness.history import JsonlWriter
 from harness.brokers.kafka import observe, segments
 from harness.brokers.kafka.clients import KafkaProducerWorker, KafkaReader
 from harness.brokers.kafka.cluster import KafkaCluster, KafkaConfig, ZooKeeperCluster
@@ -63,6 +64,25 @@ def placement(brokers: list[str], controller: str | None, leader: str, rf: int) 
     order = {"controller": [controller, *others], "not_controller_last": last}.get(
         leader, [others[0], controller, *others[1:]])
     return order[:rf]
+
+
+def final_read(ctx: RunContext, live: KafkaReader) -> dict:
+    """The topic read once more from the beginning, after the live reader's drain, by a
+    reader of its own (its records below probes/, not the history: they would all count as
+    duplicates): ``read_then_gone``, the messages the live reader read that the final log no
+    longer holds (seed 002: a reader sees only up to the high watermark, what every ISR
+    member has, so nothing it read is truncated later; None when either read was
+    incomplete), and ``final_read``, what the final log holds."""
+    t = ctx.sc.timing
+    out = Path(ctx.dir) / "probes"
+    out.mkdir(parents=True, exist_ok=True)
+    final = KafkaReader("final", ctx.cluster.bootstrap_servers(), ctx.sc.topic.name,
+                        JsonlWriter(out / "final-read.jsonl"), ctx.clock, ctx.stop,
+                        timeout_s=t.drain_timeout, remember=True)
+    final.start()
+    final.join(t.drain_timeout + 30)
+    done = live.complete and final.complete
+    return {"read_then_gone": len(live.ids - final.ids) if done else None, "final_read": len(final.ids)}
 
 
 def capture_replicas(ctx: RunContext) -> dict:
@@ -158,7 +178,7 @@ class Kafka(Broker):
                         reads=ctx.writer("consume", f"x{i}")) for i in range(x.processors)]]
         if w.live_reader:
             return [KafkaReader("c0", bootstrap, ctx.sc.topic.name, ctx.writer("consume", "c0"), ctx.clock,
-                                ctx.stop, timeout_s=ctx.sc.timing.drain_timeout, follow=True)]
+                                ctx.stop, timeout_s=ctx.sc.timing.drain_timeout, follow=True, remember=True)]
         return []  # the topic is read after the heal, from the beginning (drain)
 
     def drain(self, ctx: RunContext, consumers: list[Worker]) -> Drained:
@@ -180,11 +200,13 @@ class Kafka(Broker):
                                  timeout_s=t.drain_timeout)
             reader.start()
         reader.join(t.drain_timeout + 30)
+        figures = final_read(ctx, reader) if reader.ids is not None else {}
         readers = consumers if following else [*consumers, reader]
         error = reader.error or next((x.error for x in processors if x.error), None)
         replicas = capture_replicas(ctx)
         return Drained({"complete": reader.complete and not stuck, "seconds": round(time.monotonic() - t0, 1),
                         "error": repr(error) if error else None, "replicas": replicas,
+                        **({"figures": figures} if figures else {}),
                         **({"processors_not_caught_up": stuck} if stuck else {})}, readers)
 
     def sample(self, cluster: Any, sc: Any) -> dict:

@@ -141,9 +141,11 @@ class KafkaReader(Worker):
 
     def __init__(self, name: str, bootstrap: str, topic: str, writer: JsonlWriter, clock: RunClock,
                  stop_all: threading.Event, *, timeout_s: float = 120.0, isolation: str = "read_uncommitted",
-                 follow: bool = False):
+                 follow: bool = False, remember: bool = False):
         super().__init__(name, writer, clock, stop_all)
         self.bootstrap, self.topic, self.timeout_s, self.isolation = bootstrap, topic, timeout_s, isolation
+        # the ids read, kept when asked (the drain compares a live reader's with the final log's)
+        self.ids: set[str] | None = set() if remember else None
         self.last_delivery = clock.now()
         self.complete = False
         self.following = threading.Event()
@@ -212,6 +214,8 @@ class KafkaReader(Worker):
         self.last_delivery = self.clock.now()
         pos[msg.partition()] = msg.offset() + 1
         msg_id, producer, seq = payload.decode(msg.value())
+        if self.ids is not None:
+            self.ids.add(msg_id)
         self.writer.write(consume_record(
             msg_id=msg_id, consumer=self.name, t=self.last_delivery, redelivered=False,
             source=f"{self.topic}:{msg.partition()}", offset=msg.offset(), node=None,

@@ -237,4 +237,6 @@ class KafkaScenario(BaseScenario):
             names |= spread_names("leaders", ("before", "after", "after_election"))
         if self.probes.fetches is not None:
             names |= FetchesProbe.NAMES
+        if self.workload.live_reader:  # the drain's second read (harness.brokers.kafka.final_read)
+            names |= {"read_then_gone", "final_read"}
         return names
