@@ -35,6 +35,12 @@ def test_a_federated_queue_with_a_downstream_per_node():
 def test_a_federated_exchange_counts_the_queue_downstream_only():
     sc = scenario(queue={"name": "q", "type": "classic", "exchange": "x"}, link={"kind": "federated-exchange"})
     assert sc.queue_sites() == [["rabbit3"]]
+    assert "upstream_queue_messages" not in sc.measurement_names()
+    # F3 (seed 003): a queue of the upstream's own, bound like the downstream one, read by no one
+    sc = scenario(queue={"name": "q", "type": "classic", "exchange": "x"},
+                  link={"kind": "federated-exchange", "upstream_queue": True})
+    assert W.upstream_queue(sc) == "q.upstream" and "upstream_queue_messages" in sc.measurement_names()
+    assert sc.queue_sites() == [["rabbit3"]]  # the drain still reads the downstream queue only
 
 
 @pytest.mark.parametrize("kw, field", [
@@ -45,6 +51,7 @@ def test_a_federated_exchange_counts_the_queue_downstream_only():
                                                      "policy": {"ha-mode": "all"}}}, "mirrored"),
     ({"link": {"kind": "federated-queue", "upstream": ["rabbit1"], "downstream": ["rabbit2"]}}, "split rabbit1..3"),
     ({"queue": {"name": "q", "type": "classic", "exchange_durable": False}}, "exchange_durable"),
+    ({"link": {"kind": "federated-queue", "upstream_queue": True}}, "upstream_queue"),
     ({"cluster": {"sites": [["rabbit1", "rabbit2"], ["rabbit3"]]},
       "queue": {"name": "q", "type": "classic", "declare_on": "rabbit3"}}, "first of cluster.sites"),
 ])

@@ -342,6 +342,17 @@ class LinkSpec(Strict):
     upstream: list[str] = Field(default_factory=lambda: ["rabbit1", "rabbit2"])
     downstream: list[str] = Field(default_factory=lambda: ["rabbit3"])
     separate_downstreams: bool = False
+    # federated-exchange: a queue of the upstream cluster's own (``<queue>.upstream``) bound
+    # to the exchange like the downstream one, which no one reads: what it holds after the
+    # load is ``upstream_queue_messages`` (seed 003: the upstream knows nothing of what the
+    # downstream consumes)
+    upstream_queue: bool = False
+
+    @model_validator(mode="after")
+    def _upstream_queue(self) -> "LinkSpec":
+        if self.upstream_queue and self.kind != "federated-exchange":
+            raise ValueError("link.upstream_queue: a federated exchange's only")
+        return self
 
     def sites(self) -> list[list[str]]:
         """The clusters: the upstream first, then the downstream one(s)."""
@@ -560,4 +571,6 @@ class RabbitScenario(BaseScenario):
             names |= self.probes.sync.names()
         if self.probes.metadata is not None:
             names |= MetadataProbe.NAMES
+        if self.link is not None and self.link.upstream_queue:
+            names.add("upstream_queue_messages")
         return names

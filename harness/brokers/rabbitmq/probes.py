@@ -17,7 +17,7 @@ from harness.brokers.rabbitmq import perftest
 from harness.brokers.rabbitmq.clients import RabbitConsumer, RabbitPublisher, params
 from harness.brokers.rabbitmq.cluster import short_node
 from harness.brokers.rabbitmq.model import SYNC_MODES
-from harness.brokers.rabbitmq.workload import endpoints, mirrors_wanted, queue_gone
+from harness.brokers.rabbitmq.workload import endpoints, mirrors_wanted, queue_depth, queue_gone, upstream_queue
 from harness.history import JsonlWriter
 from harness.measures import blocked_s, falls, grows, mean_ci95
 from harness.probes import Probes, hosts, spread, spread_measures
@@ -73,6 +73,9 @@ class RabbitProbes(Probes):
                 self.measurements["exchange_present"] = None
         if self.sc.probes.metadata:
             self._metadata_kept()
+        if self.sc.link and self.sc.link.upstream_queue:
+            self.measurements["upstream_queue_messages"] = queue_depth(
+                self.cluster, upstream_queue(self.sc), [self.sc.link.sites()[0]])
         m = self.sc.probes.masters
         if not m:
             return

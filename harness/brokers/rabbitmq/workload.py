@@ -30,6 +30,8 @@ def declare(cluster, sc) -> None:
     ln = sc.link
     if ln and ln.kind == "federated-exchange":  # upstream, only the exchange published to
         _declare_exchange(cluster, sc, sc.queue.declare_on or ln.upstream[0])
+        if ln.upstream_queue:
+            _declare_upstream_queue(cluster, sc, sc.queue.declare_on or ln.upstream[0])
     else:
         _declare_queue(cluster, sc, sc.queue.declare_on)
     for home in ln.homes() if ln else ():  # the same queue downstream, and the link to it
@@ -92,6 +94,22 @@ def _declare_exchange(cluster, sc, on: str) -> None:
     conn = pika.BlockingConnection(params(ep))
     try:
         conn.channel().exchange_declare(sc.queue.exchange, "direct", durable=sc.queue.exchange_durable)
+    finally:
+        conn.close()
+
+
+def upstream_queue(sc) -> str:
+    """The upstream cluster's own queue on a federated exchange (LinkSpec.upstream_queue)."""
+    return f"{sc.queue.name}.upstream"
+
+
+def _declare_upstream_queue(cluster, sc, on: str) -> None:
+    ep = next(e for e in endpoints(cluster) if e.node == on)
+    conn = pika.BlockingConnection(params(ep))
+    try:
+        ch = conn.channel()
+        ch.queue_declare(upstream_queue(sc), durable=True)
+        ch.queue_bind(upstream_queue(sc), sc.queue.exchange, routing_key=sc.queue.name)
     finally:
         conn.close()
 
