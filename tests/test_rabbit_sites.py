@@ -43,6 +43,25 @@ def test_a_federated_exchange_counts_the_queue_downstream_only():
     assert sc.queue_sites() == [["rabbit3"]]  # the drain still reads the downstream queue only
 
 
+def test_exchanges_federated_both_ways():
+    """F4 (seed 003, 68): each cluster's exchange federates the other's; both have the
+    queue, clients use every node, the drain reads both queues."""
+    from harness.brokers.rabbitmq import observe
+
+    sc = scenario(queue={"name": "q", "type": "classic", "exchange": "x"},
+                  link={"kind": "federated-exchange", "bidirectional": True})
+    assert sc.link.sources() == [("rabbit3", ["rabbit1", "rabbit2"]), ("rabbit1", ["rabbit3"])]
+    assert sc.client_nodes("produce") == sc.client_nodes("consume") == ["rabbit1", "rabbit2", "rabbit3"]
+    assert sc.queue_sites() == [["rabbit1", "rabbit2"], ["rabbit3"]] and "missing_at_a_site" in sc.measurement_names()
+    one_way = scenario(queue={"name": "q", "type": "classic", "exchange": "x"}, link={"kind": "federated-exchange"})
+    assert one_way.link.sources() == [("rabbit3", ["rabbit1", "rabbit2"])]
+    produce = [{"msg_id": m, "outcome": "ok"} for m in ("a", "b", "c")] + [{"msg_id": "d", "outcome": "info"}]
+    consume = [{"msg_id": "a", "node": "rabbit1"}, {"msg_id": "a", "node": "rabbit3"},
+               {"msg_id": "b", "node": "rabbit2"}, {"msg_id": "b", "node": "rabbit2"},  # twice, one cluster
+               {"msg_id": "c", "node": "rabbit3"}, {"msg_id": "d", "node": "rabbit1"}]
+    assert observe.missing_at_a_site(produce, consume, sc.link.sites()) == 2  # b and c
+
+
 @pytest.mark.parametrize("kw, field", [
     ({"link": {"kind": "federated-exchange"}}, "queue.exchange"),
     ({"link": {"kind": "shovel", "upstream": ["rabbit1"], "downstream": ["rabbit2", "rabbit3"],
@@ -52,6 +71,7 @@ def test_a_federated_exchange_counts_the_queue_downstream_only():
     ({"link": {"kind": "federated-queue", "upstream": ["rabbit1"], "downstream": ["rabbit2"]}}, "split rabbit1..3"),
     ({"queue": {"name": "q", "type": "classic", "exchange_durable": False}}, "exchange_durable"),
     ({"link": {"kind": "federated-queue", "upstream_queue": True}}, "upstream_queue"),
+    ({"link": {"kind": "shovel", "bidirectional": True}}, "bidirectional"),
     ({"cluster": {"sites": [["rabbit1", "rabbit2"], ["rabbit3"]]},
       "queue": {"name": "q", "type": "classic", "declare_on": "rabbit3"}}, "first of cluster.sites"),
 ])

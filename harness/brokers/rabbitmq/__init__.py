@@ -61,6 +61,8 @@ class RabbitMQ(Broker):
 
     def measure(self, sc, samples, logs, produce, consume, fault_start) -> dict:
         m = observe.measure(samples, logs, consume, produce, fault_start)
+        if sc.link and sc.link.bidirectional:
+            m["missing_at_a_site"] = observe.missing_at_a_site(list(produce), list(consume), sc.link.sites())
         # publishes the broker returned as unroutable (mandatory): no binding took them
         m["unroutable"] = sum(1 for r in produce if r.get("error") == "unroutable")
         if sc.queue.type == "quorum":

@@ -347,12 +347,24 @@ class LinkSpec(Strict):
     # load is ``upstream_queue_messages`` (seed 003: the upstream knows nothing of what the
     # downstream consumes)
     upstream_queue: bool = False
+    # federated-exchange: each cluster's exchange federates the other's (seed 003: upstreams
+    # both ways), each cluster has the queue bound, producers and consumers use every node
+    bidirectional: bool = False
 
     @model_validator(mode="after")
-    def _upstream_queue(self) -> "LinkSpec":
-        if self.upstream_queue and self.kind != "federated-exchange":
-            raise ValueError("link.upstream_queue: a federated exchange's only")
+    def _exchange_only(self) -> "LinkSpec":
+        for field in ("upstream_queue", "bidirectional"):
+            if getattr(self, field) and self.kind != "federated-exchange":
+                raise ValueError(f"link.{field}: a federated exchange's only")
+        if self.bidirectional and self.upstream_queue:
+            raise ValueError("link.bidirectional: each cluster's queue is read; no upstream_queue")
         return self
+
+    def sources(self) -> list[tuple[str, list[str]]]:
+        """Each link: where it is declared (a downstream cluster's first node) and the nodes
+        of the cluster it federates from."""
+        down = [(home, list(self.upstream)) for home in self.homes()]
+        return down + [(sorted(self.upstream)[0], sorted(self.downstream))] if self.bidirectional else down
 
     def sites(self) -> list[list[str]]:
         """The clusters: the upstream first, then the downstream one(s)."""
@@ -415,6 +427,8 @@ class RabbitScenario(BaseScenario):
         """The nodes the producers or the consumers connect to: a link's upstream or downstream
         cluster; with sites alone the first site; else every node."""
         if self.link:
+            if self.link.bidirectional:
+                return list(NODES)
             return list(self.link.upstream if side == "produce" else self.link.downstream)
         return list(self.cluster.sites[0]) if self.cluster.sites else list(NODES)
 
@@ -423,6 +437,8 @@ class RabbitScenario(BaseScenario):
         exchange's downstream ones (upstream, the link's own queue holds what is in transit);
         else every one the nodes form (None: ask the cluster)."""
         if self.link:
+            if self.link.bidirectional:  # a queue on each side, each fed by the other's exchange
+                return self.link.sites()
             return self.link.sites()[1:] if self.link.kind == "federated-exchange" else None
         return [list(self.cluster.sites[0])] if self.cluster.sites else None
 
@@ -573,4 +589,6 @@ class RabbitScenario(BaseScenario):
             names |= MetadataProbe.NAMES
         if self.link is not None and self.link.upstream_queue:
             names.add("upstream_queue_messages")
+        if self.link is not None and self.link.bidirectional:
+            names.add("missing_at_a_site")
         return names

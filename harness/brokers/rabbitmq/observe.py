@@ -130,6 +130,19 @@ def forced_close_nodes(produce: list[dict], start: float | None, end: float | No
                    and start <= (r.get("t_complete") or r.get("t_invoke") or -1) <= end})
 
 
+def missing_at_a_site(produce: list[dict], consume: list[dict], sites: list[list[str]]) -> int:
+    """Confirmed messages some cluster of ``sites`` never delivered (seed 003: exchanges
+    federated both ways, each cluster gets what the other's publishers sent), a delivery's
+    cluster being its consumer's node's."""
+    site_of = {n: i for i, site in enumerate(sites) for n in site}
+    seen: dict[str, set[int]] = {}
+    for r in consume:
+        if r.get("node") in site_of and r.get("msg_id"):
+            seen.setdefault(r["msg_id"], set()).add(site_of[r["node"]])
+    confirmed = {r["msg_id"] for r in produce if r.get("outcome") == "ok" and r.get("msg_id")}
+    return sum(1 for m in confirmed if len(seen.get(m, ())) < len(sites))
+
+
 def measure(samples: list[dict], logs: dict[str, str], consume: list[dict], produce: list[dict] = (),
             start: float | None = None) -> dict:
     end = samples[-1]["t"] if samples else None

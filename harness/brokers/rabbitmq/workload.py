@@ -28,26 +28,27 @@ def producer_endpoints(cluster, sc) -> list[Endpoint]:
 
 def declare(cluster, sc) -> None:
     ln = sc.link
-    if ln and ln.kind == "federated-exchange":  # upstream, only the exchange published to
+    if ln and ln.kind == "federated-exchange" and not ln.bidirectional:  # upstream, only the exchange
         _declare_exchange(cluster, sc, sc.queue.declare_on or ln.upstream[0])
         if ln.upstream_queue:
             _declare_upstream_queue(cluster, sc, sc.queue.declare_on or ln.upstream[0])
     else:
         _declare_queue(cluster, sc, sc.queue.declare_on)
-    for home in ln.homes() if ln else ():  # the same queue downstream, and the link to it
+    for home in ln.homes() if ln else ():  # the same queue downstream
         _declare_queue(cluster, sc, home)
-        link(cluster, sc, home)
+    for home, source in ln.sources() if ln else ():  # then each link
+        link(cluster, sc, home, source)
 
 
 LINK = "mqchaos-link"
 
 
-def link(cluster, sc, home: str) -> None:
-    """The link, declared on the downstream cluster of ``home``, running before the load
-    starts. heartbeat 10 s: the link notices a cut within about 20 s (the default 60 s is
-    minutes)."""
+def link(cluster, sc, home: str, source: list[str]) -> None:
+    """The link from the cluster of ``source``'s nodes, declared on the cluster of ``home``,
+    running before the load starts. heartbeat 10 s: the link notices a cut within about
+    20 s (the default 60 s is minutes)."""
     q, ln = sc.queue.name, sc.link
-    uris = [f"amqp://guest:guest@{n}?heartbeat=10" for n in ln.upstream]
+    uris = [f"amqp://guest:guest@{n}?heartbeat=10" for n in source]
     if ln.kind == "shovel":
         value = {"src-protocol": "amqp091", "src-uri": uris, "src-queue": q, "dest-protocol": "amqp091",
                  "dest-uri": "amqp://", "dest-queue": q, "ack-mode": ln.ack_mode,
@@ -80,13 +81,16 @@ def link_backlog(cluster, sc) -> int | None:
     ``federation: <exchange> -> ...``): in transit, not lost. 0 for other links."""
     if not sc.link or sc.link.kind != "federated-exchange":
         return 0
-    rows = cluster.api("queues/%2F?columns=name,messages", among=sc.link.upstream, timeout=10)
-    if rows is None:
-        return None
-    mine = [r for r in rows if str(r.get("name", "")).startswith(f"federation: {sc.queue.exchange} ")]
-    if any(r.get("messages") is None for r in mine):
-        return None
-    return sum(int(r["messages"]) for r in mine)
+    total = 0
+    for _, source in sc.link.sources():  # the link's queue sits in the cluster it reads from
+        rows = cluster.api("queues/%2F?columns=name,messages", among=source, timeout=10)
+        if rows is None:
+            return None
+        mine = [r for r in rows if str(r.get("name", "")).startswith(f"federation: {sc.queue.exchange} ")]
+        if any(r.get("messages") is None for r in mine):
+            return None
+        total += sum(int(r["messages"]) for r in mine)
+    return total
 
 
 def _declare_exchange(cluster, sc, on: str) -> None:
