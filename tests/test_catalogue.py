@@ -36,6 +36,9 @@ def test_kafka_measures_from_samples():
     assert m["isr_rejoined"] is False          # back to two of three, never to the full three
     assert m["first_controller_at_end"] is False   # kafka1 replaced by kafka2 and not back
     assert m["new_leaders_on_controller"] is True  # kafka2 led after kafka1, kafka2 the controller
+    # kafka1 led with the full ISR, then alone (t=3); kafka2's ISR of one after it is not kafka1's
+    assert m["first_leader_isr_min"] == 1
+    assert kafka_observe.partition_measures(s[:2] + s[4:], fault_start=1.0)["first_leader_isr_min"] == 3
     s2 = s + [_kafka(10, "kafka3", ["kafka3"], "kafka2")]
     assert kafka_observe.partition_measures(s2, fault_start=1.0)["new_leaders_on_controller"] is False
     s.append(_kafka(11, "kafka2", ["kafka1", "kafka2", "kafka3"], "kafka2"))

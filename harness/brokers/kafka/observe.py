@@ -64,6 +64,9 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
          "first_controller_at_end": _same_ends(s.get("controller") for s in ok),
          # seed 002, scenario 7: whether each leader elected was the controller broker itself
          "new_leaders_on_controller": _elected_on_controller(ok),
+         # the smallest ISR the window's first leader had while it led (K1u: the leader alone
+         # in the ISR before it is killed; an ISR that shrank only after a failover is not it)
+         "first_leader_isr_min": _first_leader_isr_min(ok),
          "isr_timeline": timeline(ok, lambda s: f"isr={','.join(s['isr'])} leader={s['leader']} "
                                   f"controller={s.get('controller')}")}
     if fault_start is not None:
@@ -81,6 +84,12 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
         m["leader_is_controller"] = (last["leader"] == last.get("controller")
                                      if last["leader"] and last.get("controller") else None)
     return m
+
+
+def _first_leader_isr_min(samples: list[dict]) -> int | None:
+    first = next((s["leader"] for s in samples if s["leader"]), None)
+    sizes = [len(s["isr"]) for s in samples if first and s["leader"] == first]
+    return min(sizes) if sizes else None
 
 
 def _elected_on_controller(samples: list[dict]) -> bool | None:
