@@ -333,8 +333,9 @@ def test_the_zookeeper_rows_are_not_applicable_on_kraft_and_their_counterparts_r
     # the rows whose premise KRaft's combined mode cannot meet (a leader cut from both
     # followers is cut from the controller majority too) say so; every other loads as it is
     combined = {p.name.split("-")[0] for p in files if load(p).metadata_why}
-    # K14e: K8c's set-up, transactional; K8d: K8c's with min.insync.replicas 2
-    assert combined == {"K5a", "K5b", "K5i", "K8a", "K8b", "K8c", "K8d", "K14e"}
+    # K14e: K8c's set-up, transactional; K8d: K8c's with min.insync.replicas 2; K1u: a
+    # follower killed and the other cut from the leader leave no two voters together
+    assert combined == {"K1u", "K5a", "K5b", "K5i", "K8a", "K8b", "K8c", "K8d", "K14e"}
     # a ZooKeeper claim with no KRaft counterpart (K7r: seed 002's old leader cut from ZooKeeper;
     # K16: ZooKeeper's own majority lost; K18: the ZooKeeper controller electing a broker it
     # cannot reach, which KRaft fences once its heartbeats stop)
