@@ -258,16 +258,10 @@ def _change_members(ctx: Ctx, f: Fault, params: dict) -> None:
     add, subject = f.fault.startswith("add_"), _members_of(ctx, f)
     for node in f.targets:
         ctx.cluster.change_member("add" if add else "remove", node, subject)
-    after: list[str] = []
-
-    def changed() -> bool:  # the broker's record follows the tool's answer, not always at once
-        after[:] = ctx.cluster.members(subject)
-        return all((n in after) == add for n in f.targets)
-    try:
-        wait_until(changed, float(params.get("timeout", 30)), f"the members of {subject} to change", 0.5)
-    except TimeoutError:
-        pass
-    prove(f, {"members_after": list(after)}, changed())
+    after, changed = _shown(lambda: ctx.cluster.members(subject),
+                            lambda members: all((n in members) == add for n in f.targets),
+                            float(params.get("timeout", 30)), f"the members of {subject} to change", 0.5)
+    prove(f, {"members_after": list(after or [])}, changed)
 
 
 def plan_upgrade(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
@@ -329,22 +323,14 @@ def _sync(ctx: Ctx, f: Fault, params: dict) -> None:
     """Started: the queue reports a synchronisation under way, or none left to do."""
     cancel = f.fault == "cancel_sync"
     ctx.cluster.sync_subject("cancel" if cancel else "sync", ctx.subject)
-    seen: list[dict] = []
-
-    def took() -> bool:
-        seen[:] = [ctx.cluster.sync_state(ctx.subject)]
-        st = seen[0]
-        # a cancel leaves a mirror unsynchronised and nothing syncing; a sync is under way or done
-        return (not st["syncing"] and bool(st["unsynchronised"])) if cancel else \
-            (st["syncing"] or not st["unsynchronised"])
-    try:
-        wait_until(took, float(params.get("timeout", 10)), f"{f.fault} on {ctx.subject} to show", 0.2)
-    except TimeoutError:
-        pass
+    # a cancel leaves a mirror unsynchronised and nothing syncing; a sync is under way or done
+    after, took = _shown(lambda: ctx.cluster.sync_state(ctx.subject),
+                         lambda st: (not st["syncing"] and bool(st["unsynchronised"])) if cancel else
+                         (st["syncing"] or not st["unsynchronised"]),
+                         float(params.get("timeout", 10)), f"{f.fault} on {ctx.subject} to show", 0.2)
     before = f.details["before"]
     # nothing to synchronise (or nothing under way to cancel) before the step: no effect to test
-    prove(f, {"after": seen[0] if seen else None},
-          bool(seen) and took() and (bool(before["unsynchronised"]) if not cancel else True))
+    prove(f, {"after": after}, took and (bool(before["unsynchronised"]) if not cancel else True))
 
 
 def plan_place(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
@@ -364,18 +350,10 @@ def _place(ctx: Ctx, f: Fault, params: dict) -> None:
     """Taken: the broker reports the move in force on the queue (or lifted)."""
     move = f.fault == "move_replicas"
     ctx.cluster.place_subject(ctx.subject, list(f.targets) if move else None)
-    seen: list[dict] = []
-
-    def took() -> bool:
-        seen[:] = [ctx.cluster.placement(ctx.subject)]
-        return seen[0]["placed"] == move
-    try:
-        wait_until(took, float(params.get("timeout", 15)), f"{f.fault} on {ctx.subject} to show", 0.5)
-    except TimeoutError:
-        pass
+    after, took = _shown(lambda: ctx.cluster.placement(ctx.subject), lambda st: st["placed"] == move,
+                         float(params.get("timeout", 15)), f"{f.fault} on {ctx.subject} to show", 0.5)
     # lifting a move that was never in force changes nothing
-    prove(f, {"after": seen[0] if seen else None},
-          bool(seen) and seen[0]["placed"] == move and (move or f.details["before"]["placed"]))
+    prove(f, {"after": after}, took and (move or f.details["before"]["placed"]))
 
 
 def plan_features(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
@@ -389,20 +367,14 @@ def plan_features(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
 
 def _finalize(ctx: Ctx, f: Fault, params: dict) -> None:
     want = ctx.cluster.finalize_features(params)
-    after: dict[str, str] = {}
-
-    def reached() -> bool:
-        after.clear()
-        after.update(ctx.cluster.features())
-        return all(str(after.get(k, "")).startswith(v) for k, v in want.items())
-    try:
-        wait_until(reached, float(params.get("timeout", 60)), "the feature level to be raised", 1.0)
-    except TimeoutError:
-        pass
+    after, reached = _shown(ctx.cluster.features,
+                            lambda seen: all(str(seen.get(k, "")).startswith(v) for k, v in want.items()),
+                            float(params.get("timeout", 60)), "the feature level to be raised", 1.0)
+    after = dict(after or {})
     changed = {k: [f.details["features_before"].get(k), v] for k, v in after.items()
                if f.details["features_before"].get(k) != v}
     # a level already there changes nothing: the run would not test the change it names
-    prove(f, {"wanted": want, "features_after": after, "changed": changed}, reached() and bool(changed))
+    prove(f, {"wanted": want, "features_after": after, "changed": changed}, reached and bool(changed))
 
 
 # ---- executing: each acts, then records the evidence that it took effect ---------------------
@@ -489,6 +461,24 @@ def _power_loss(ctx: Ctx, f: Fault, params: dict) -> None:
 
 
 # ---- evidence: what shows that a fault took effect -----------------------------------------
+def _shown(look: Callable[[], Any], holds: Callable[[Any], bool], timeout: float, what: str,
+           interval: float) -> tuple[Any, bool]:
+    """An operator's change as the broker shows it, which follows the tool's answer, not
+    always at once: ``look`` until what it shows ``holds``, at most ``timeout`` s. Returns
+    the last look that answered (None: none did) and whether it held: the evidence is that
+    look, not another one taken after the wait."""
+    last: list[Any] = [None]
+
+    def held() -> bool:
+        last[0] = look()
+        return holds(last[0])
+    try:
+        wait_until(held, timeout, what, interval)
+    except TimeoutError:
+        return last[0], False
+    return last[0], True
+
+
 def prove(f: Fault, evidence: dict, effective: bool) -> None:
     """Record what the fault did; a fault with no effect makes the run undecided
     (harness.verdicts.undecided)."""

@@ -108,3 +108,39 @@ def test_a_ram_node_has_its_own_configuration():
     sc = scenario(cluster={"ram_nodes": ["rabbit3"]})
     assert sc.not_applicable() is None
     assert "RAM nodes" in RabbitScenario.model_validate({**sc.model_dump(mode="json"), "version": "4.3"}).not_applicable()
+
+
+def test_policies_change_through_the_first_node_that_takes_them():
+    """mgmt.put_policy / delete_policy: a node that fails is passed over; a policy already
+    gone is deleted; every node failing names the change and each node's error."""
+    import requests
+
+    from harness.brokers.protocol import ClusterError
+    from harness.brokers.rabbitmq import mgmt
+
+    class Resp:
+        def __init__(self, code):
+            self.status_code = code
+
+        def raise_for_status(self):
+            if self.status_code >= 400:
+                raise requests.HTTPError(f"HTTP {self.status_code}")
+
+    class Cluster:
+        def __init__(self, codes):
+            self.codes, self.calls = codes, []
+
+        def http(self, node, method, path, **kw):
+            self.calls.append((node, method, path, kw.get("json")))
+            return Resp(self.codes[node])
+
+    c = Cluster({"rabbit1": 503, "rabbit2": 204, "rabbit3": 204})
+    mgmt.put_policy(c, "p", "^q$", {"ha-mode": "all"}, priority=2)
+    assert [n for n, *_ in c.calls] == ["rabbit1", "rabbit2"]
+    assert c.calls[-1][1:] == ("PUT", "policies/%2F/p", {"pattern": "^q$", "definition": {"ha-mode": "all"},
+                                                        "apply-to": "queues", "priority": 2})
+    gone = Cluster({"rabbit1": 404, "rabbit2": 204, "rabbit3": 204})
+    mgmt.delete_policy(gone, "p")
+    assert gone.calls == [("rabbit1", "DELETE", "policies/%2F/p", None)]
+    with pytest.raises(ClusterError, match="set_policy p failed: rabbit2: HTTP 404"):
+        mgmt.put_policy(Cluster({"rabbit2": 404}), "p", "^q$", {}, node="rabbit2")  # a 404 on PUT is a failure

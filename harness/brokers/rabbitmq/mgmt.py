@@ -28,35 +28,36 @@ def get(cluster, path: str, node: str | None = None, timeout: float = 10, among:
     raise ClusterError(f"management API {path} unanswered: {'; '.join(errors)}")
 
 
-def delete_policy(cluster, name: str, vhost: str = "/") -> None:
-    """DELETE a policy through the first node that takes it (gone already: done)."""
-    path = f"policies/{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(name, safe='')}"
+def _policy_path(name: str, vhost: str) -> str:
+    return f"policies/{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(name, safe='')}"
+
+
+def _change(cluster, method: str, path: str, what: str, nodes: list[str], gone_is_done: bool = False,
+            **kw) -> None:
+    """A PUT or DELETE through the first of ``nodes`` that takes it (with
+    ``gone_is_done``, a 404 is taken too: nothing left to delete)."""
     errors = []
-    for n in NODES:
+    for n in nodes:
         try:
-            resp = cluster.http(n, "DELETE", path)
-            if resp.status_code != 404:
+            resp = cluster.http(n, method, path, **kw)
+            if not (gone_is_done and resp.status_code == 404):
                 resp.raise_for_status()
             return
         except requests.RequestException as exc:
             errors.append(f"{n}: {exc}")
-    raise ClusterError(f"delete policy {name} failed: {'; '.join(errors)}")
+    raise ClusterError(f"{what} failed: {'; '.join(errors)}")
+
+
+def delete_policy(cluster, name: str, vhost: str = "/") -> None:
+    """DELETE a policy through the first node that takes it (gone already: done)."""
+    _change(cluster, "DELETE", _policy_path(name, vhost), f"delete policy {name}", NODES, gone_is_done=True)
 
 
 def put_policy(cluster, name: str, pattern: str, definition: dict, apply_to: str = "queues",
                priority: int = 0, vhost: str = "/", node: str | None = None) -> None:
     """PUT a policy through ``node`` or the first node that takes it."""
     body = {"pattern": pattern, "definition": definition, "apply-to": apply_to, "priority": priority}
-    path = f"policies/{urllib.parse.quote(vhost, safe='')}/{urllib.parse.quote(name, safe='')}"
-    errors = []
-    for n in ([node] if node else NODES):
-        try:
-            resp = cluster.http(n, "PUT", path, json=body)
-            resp.raise_for_status()
-            return
-        except requests.RequestException as exc:
-            errors.append(f"{n}: {exc}")
-    raise ClusterError(f"set_policy {name} failed: {'; '.join(errors)}")
+    _change(cluster, "PUT", _policy_path(name, vhost), f"set_policy {name}", [node] if node else NODES, json=body)
 
 
 def versions(cluster) -> dict[str, Any]:

@@ -29,9 +29,7 @@ def producer_endpoints(cluster, sc) -> list[Endpoint]:
 def declare(cluster, sc) -> None:
     ln = sc.link
     if ln and ln.kind == "federated-exchange" and not ln.bidirectional:  # upstream, only the exchange
-        _declare_exchange(cluster, sc, sc.queue.declare_on or ln.upstream[0])
-        if ln.upstream_queue:
-            _declare_upstream_queue(cluster, sc, sc.queue.declare_on or ln.upstream[0])
+        _declare_exchange(cluster, sc, sc.queue.declare_on or ln.upstream[0], with_queue=ln.upstream_queue)
     else:
         _declare_queue(cluster, sc, sc.queue.declare_on)
     for home in ln.homes() if ln else ():  # the same queue downstream
@@ -93,27 +91,22 @@ def link_backlog(cluster, sc) -> int | None:
     return total
 
 
-def _declare_exchange(cluster, sc, on: str) -> None:
-    ep = next(e for e in endpoints(cluster) if e.node == on)
-    conn = pika.BlockingConnection(params(ep))
-    try:
-        conn.channel().exchange_declare(sc.queue.exchange, "direct", durable=sc.queue.exchange_durable)
-    finally:
-        conn.close()
-
-
 def upstream_queue(sc) -> str:
     """The upstream cluster's own queue on a federated exchange (LinkSpec.upstream_queue)."""
     return f"{sc.queue.name}.upstream"
 
 
-def _declare_upstream_queue(cluster, sc, on: str) -> None:
+def _declare_exchange(cluster, sc, on: str, with_queue: bool = False) -> None:
+    """The exchange the producers publish to; ``with_queue``: the upstream's own queue too,
+    bound to it as the downstream queue is."""
     ep = next(e for e in endpoints(cluster) if e.node == on)
     conn = pika.BlockingConnection(params(ep))
     try:
         ch = conn.channel()
-        ch.queue_declare(upstream_queue(sc), durable=True)
-        ch.queue_bind(upstream_queue(sc), sc.queue.exchange, routing_key=sc.queue.name)
+        ch.exchange_declare(sc.queue.exchange, "direct", durable=sc.queue.exchange_durable)
+        if with_queue:
+            ch.queue_declare(upstream_queue(sc), durable=True)
+            ch.queue_bind(upstream_queue(sc), sc.queue.exchange, routing_key=sc.queue.name)
     finally:
         conn.close()
 
