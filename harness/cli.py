@@ -255,11 +255,14 @@ def matrix(only, versions, repeat, retries, kind, master, dry_run, from_runs, sc
                    "rows whose claims: name each (scenarios/*.yaml) and their runs' tally.")
 @click.option("--explore", "as_explore", is_flag=True,
               help="BATCH_DIR holds explore records (docs/batches/explore-*.json): one row per explored run.")
+@click.option("--compare", "as_compare", is_flag=True,
+              help="BATCH_DIR holds published batches: every comparison (scenarios/comparisons/*.yaml), one "
+                   "line per pair of its sides' runs.")
 @click.option("--as", "as_name", default=None,
               help="The published copy's directory under docs/batches (default: the batch's own name).")
 @click.option("--batches", type=click.Path(file_okay=False), default=None,
               help="Where published copies go (default: the repository's docs/batches).")
-def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_claims, as_explore, as_name, batches):
+def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_claims, as_explore, as_compare, as_name, batches):
     """Write a batch's table (its summary.json, or with --matrix its matrix.json) into a
     document between its markers, so the figures in README.md and docs/ come from the runs,
     never typed. A batch under results/ (not committed) is first copied, compact, to
@@ -276,6 +279,8 @@ def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_claims, as_explor
             lines, source, count = _explore_source(Path(batch_dir))
         elif as_claims:
             lines, source, count = _claims_source(Path(batch_dir))
+        elif as_compare:
+            lines, source, count = _compare_source(Path(batch_dir))
         else:
             lines, source, count = _doc_source(Path(batch_dir), wanted, as_matrix, tally,
                                                Path(batches) if batches else R.DOC_BATCHES, as_name)
@@ -283,12 +288,16 @@ def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_claims, as_explor
         raise click.ClickException(str(e)) from None
     flags = (" --matrix" if as_matrix else "") + (" --tally" if tally else "") + (f" --only {only}" if only else "")
     flags += (" --explore" if as_explore else "") + (" --claims" if as_claims else "")
-    whole = tally or as_explore or as_claims  # a pattern over the directory, not one batch's file
+    flags += " --compare" if as_compare else ""
+    whole = tally or as_explore or as_claims or as_compare  # a pattern over the directory, not one batch's file
     by = f"mqchaos doc-table {R.repo_path(source.parent if not whole else Path(batch_dir))}{flags}"
     shown = (R.repo_path(source) if not whole else
              f"{R.repo_path(Path(batch_dir))}/{EXPLORE_RECORDS if as_explore else '*/' + R.SUMMARY_JSON}")
     if as_claims:
         shown += f" {SCENARIO_FILES}"
+    if as_claims or as_compare:
+        from harness.compare import COMPARISON_FILES
+        shown += f" {COMPARISON_FILES}"
     path = Path(doc)
     try:
         path.write_text(R.splice(path.read_text(), name, lines, shown, by=by))
@@ -303,8 +312,8 @@ EXPLORE_RECORDS = "explore-*.json"  # published explore records (`mqchaos explor
 SCENARIO_FILES = "scenarios/*.yaml"  # the catalogue, named from the repository's root
 
 
-def _published_rows(batch_dir):
-    """Every run row of the published batches below ``batch_dir`` (docs/batches)."""
+def _published_batches(batch_dir):
+    """Each published batch below ``batch_dir`` (docs/batches): its name and its run rows."""
     import json
 
     from harness import rows as R
@@ -312,7 +321,30 @@ def _published_rows(batch_dir):
     files = sorted(batch_dir.glob(f"*/{R.SUMMARY_JSON}"))
     if not files:
         raise ValueError(f"{batch_dir}: no published batch (*/{R.SUMMARY_JSON}) below it")
-    return [r for f in files for r in json.loads(f.read_text())]
+    return [(f.parent.name, json.loads(f.read_text())) for f in files]
+
+
+def _published_rows(batch_dir):
+    """Every run row of the published batches below ``batch_dir``."""
+    return [r for _, rows in _published_batches(batch_dir) for r in rows]
+
+
+def _comparisons(batch_dir):
+    """Every comparison file (scenarios/comparisons) with its samples over the published
+    batches; a side naming no row of the catalogue is refused."""
+    from harness import compare as C
+    from harness import rows as R
+    from harness.scenario import read
+
+    ids = {read(str(p)).get("id") for p in R.store.ROOT.glob(SCENARIO_FILES)}
+    batches = _published_batches(batch_dir)
+    out = []
+    for c in C.load_all():
+        bad = C.unknown_rows(c, ids)
+        if bad:
+            raise ValueError(f"{c.name}: " + "; ".join(bad))
+        out.append((c, C.pairs(c, batches)))
+    return out
 
 
 def _claims_source(batch_dir):
@@ -321,6 +353,8 @@ def _claims_source(batch_dir):
     from harness.scenario import read
     from harness.spec import SEED_CLAIMS
 
+    from harness import compare as C
+
     rows = _published_rows(batch_dir)
     scenarios = []
     for path in sorted(R.store.ROOT.glob(SCENARIO_FILES)):
@@ -328,7 +362,28 @@ def _claims_source(batch_dir):
         if data.get("claims"):
             scenarios.append((data.get("id"), data["name"], [int(c) for c in data["claims"]],
                               R.prediction_text(data.get("expect"), data.get("require"))))
+    for c, samples in _comparisons(batch_dir):  # a comparison's samples count as its runs
+        scenarios.append((c.id, c.name, c.claims, R.prediction_text(c.prediction(), {})))
+        rows += C.sample_rows(c, samples)
     return R.claim_lines(scenarios, rows, SEED_CLAIMS), batch_dir, SEED_CLAIMS
+
+
+def _compare_source(batch_dir):
+    """The comparison table: every comparison's samples over the published batches."""
+    from harness import rows as R
+
+    lines, n = [], 0
+    for c, samples in _comparisons(batch_dir):
+        left, factor, op, right = c.relation()
+        times = f" × {factor:g}" if factor != 1 else ""
+        for s in samples:
+            n += 1
+            lines.append([c.id, s["version"] or "-", s["batch"], R.md_cell(" + ".join(c.figure)),
+                          f"{left} ({c.sides[left]}) {R.fmt(s['values'][left])}{times} {op} "
+                          f"{right} ({c.sides[right]}) {R.fmt(s['values'][right])}",
+                          R.VERDICT[s["held"]]])
+    return R.md_table(["id", "version", "batch", "figure", "relation predicted, figures measured", "verdict"],
+                      lines), batch_dir, n
 
 
 def _explore_source(batch_dir):

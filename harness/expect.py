@@ -42,6 +42,9 @@ OWN_EVIDENCE = {"self_healed"}
 OPS = {">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
        ">": operator.gt, "<": operator.lt}
 COMPARISON = re.compile(r"^\s*(>=|<=|==|!=|>|<)?\s*(-?[0-9.]+(?:e-?[0-9]+)?)\s*$")
+# A figure against another of the same run (seed 004: the quorum queue keeps more of its
+# publish rate under a backlog than the mirrored one): "> throughput_ratio.mirrored_vs_idle".
+FIGURE_REF = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\s*$")
 WINDOW = {"starts_after": (0, operator.ge), "starts_before": (0, operator.le),
           "ends_after": (1, operator.ge), "ends_before": (1, operator.le)}
 FAULT_TIME = re.compile(r"^f([1-9][0-9]*)\.(start|end)$")
@@ -91,7 +94,9 @@ def undecidable(sc) -> list[str]:
     ``expect.KEY`` / ``require.KEY``."""
     keys = decidable(sc)
     return ([f"{field}.{k}" for field in ("expect", "require") for k in expectations(sc, field) if k not in keys]
-            + [f"measure.{k}" for k in getattr(sc, "measure", []) if k not in keys])
+            + [f"measure.{k}" for k in getattr(sc, "measure", []) if k not in keys]
+            + [f"{field}.{k}: {v}" for field in ("expect", "require") for k, v in expectations(sc, field).items()
+               if isinstance(v, str) and FIGURE_REF.match(v) and FIGURE_REF.match(v).group(2) not in keys])
 
 
 def measured(result: dict, info: dict) -> dict:
@@ -185,17 +190,33 @@ def judge_window(expected: dict, actual: Any, m: dict) -> bool | None:
 
 def checkable(expected: Any) -> bool:
     """A prediction ``judge`` can decide (not free text)."""
-    return isinstance(expected, (bool, int, float, list, dict)) or bool(COMPARISON.match(str(expected)))
+    return (isinstance(expected, (bool, int, float, list, dict)) or bool(COMPARISON.match(str(expected)))
+            or bool(FIGURE_REF.match(str(expected))))
+
+
+def referenced(expected: Any) -> str | None:
+    """The other figure a prediction compares with (``"> NAME"``), if it names one."""
+    ref = FIGURE_REF.match(expected) if isinstance(expected, str) else None
+    return ref.group(2) if ref else None
 
 
 def _failed(checks: list[dict]) -> str:
     return ", ".join(f"{c['key']}={c['actual']} (predicted {c['expected']})" for c in checks if c["held"] is False)
 
 
+def _check(key: str, exp: Any, m: dict) -> dict:
+    other = referenced(exp)
+    if other is not None:  # the run's own other figure, shown beside the verdict as evidence
+        mine, theirs = m.get(key), m.get(other)
+        held = (None if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (mine, theirs))
+                else OPS[FIGURE_REF.match(exp).group(1)](mine, theirs))
+        return {"key": key, "expected": exp, "actual": mine, "than": theirs, "held": held}
+    return {"key": key, "expected": exp, "actual": m.get(key),
+            "held": None if key not in m else judge_window(exp, m[key], m) if is_window(exp) else judge(exp, m[key])}
+
+
 def _checks(wanted: dict, m: dict) -> list[dict]:
-    return [{"key": key, "expected": exp, "actual": m.get(key),
-             "held": None if key not in m else judge_window(exp, m[key], m) if is_window(exp) else judge(exp, m[key])}
-            for key, exp in wanted.items()]
+    return [_check(key, exp, m) for key, exp in wanted.items()]
 
 
 def verdict(sc, result: dict, info: dict) -> dict:

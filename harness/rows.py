@@ -27,6 +27,9 @@ def run_row(sc, result: CheckResult, info: dict, run_dir: Path) -> Row:
     specific = {k: m.get(k) for k in [*expect.expectations(sc), *expect.expectations(sc, "require")]
                 if k not in expect.CHECKER_KEYS}
     specific.update({k: m.get(k) for k in getattr(sc, "measure", [])})  # no claim: measured
+    for field in ("expect", "require"):  # a figure a prediction is compared with is shown too
+        specific.update({ref: m.get(ref) for v in expect.expectations(sc, field).values()
+                         if (ref := expect.referenced(v)) is not None})
     if m.get("self_healed") is False:  # the cluster had to be restarted by hand: always shown
         specific["self_healed"] = False
     # ordering by .get: a check.json from before the checker recorded its rule
@@ -53,10 +56,11 @@ def decided_by(prediction: dict) -> str:
     if held is None:
         return prediction.get("reason") or "no prediction"
     shown = checks if held else [c for c in checks if c.get("held") is False]
-    out = "; ".join(f"{c['key']}={_fmt(c.get('actual'))} vs {_fmt(c.get('expected'))}" for c in shown)
+    out = "; ".join(f"{c['key']}={fmt(c.get('actual'))} vs {fmt(c.get('expected'))}"
+                    + (f" ({fmt(c['than'])})" if "than" in c else "") for c in shown)
     setup = prediction.get("requirements") or []
     if setup:
-        out += " (set-up: " + ", ".join(f"{c['key']}={_fmt(c.get('actual'))}" for c in setup) + ")"
+        out += " (set-up: " + ", ".join(f"{c['key']}={fmt(c.get('actual'))}" for c in setup) + ")"
     return out
 
 
@@ -104,9 +108,9 @@ def with_version(r: dict, name: str) -> str:
     return f"{name} @ {r['version']}" if r.get("version") is not None else name
 
 
-def _fmt(v) -> str:
+def fmt(v) -> str:
     if isinstance(v, dict):
-        return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
+        return ", ".join(f"{k}={fmt(x)}" for k, x in v.items())
     if isinstance(v, float):
         return f"{v:g}"
     return "-" if v is None else str(v)
@@ -176,7 +180,7 @@ def claim_seed(n: int) -> str:
 
 def prediction_text(expect: dict | None, require: dict | None) -> str:
     """A prediction as the tally groups runs by it (a file's ``expect`` / ``require``)."""
-    return _fmt({k: v for k, v in (("expect", expect), ("require", require)) if v})
+    return fmt({k: v for k, v in (("expect", expect), ("require", require)) if v})
 
 
 def claim_lines(scenarios: list[tuple[str | None, str, list[int], str | None]], rows: list[Row],
@@ -246,8 +250,8 @@ def table_lines(rows: list[Row], links_from: Path | None = None) -> list[str]:
         order = f"{r.get('ordering_violations', '-')} ({r.get('ordering') or '-'})"
         cells.append([str(x) for x in (
             r.get("id") or "-", link, r.get("attempted", "-"), r.get("confirmed", "-"), r.get("lost", "-"),
-            r.get("duplicated", "-"), order, _fmt(r.get("unavailable_s")), _fmt(r.get("measurement")),
-            _fmt(r.get("expect")), verdict_text(r), md_cell(r.get("decided_by") or r.get("reason")),
+            r.get("duplicated", "-"), order, fmt(r.get("unavailable_s")), fmt(r.get("measurement")),
+            fmt(r.get("expect")), verdict_text(r), md_cell(r.get("decided_by") or r.get("reason")),
             r.get("seconds"))])
     return md_table(MD_HEAD, cells)
 
@@ -293,8 +297,8 @@ def junit(rows: list[Row], name: str = "mqchaos-catalogue") -> str:
         cname += f" #{r['repeat']}" if r.get("repeat") else ""
         figures = (f"attempted={r.get('attempted')} confirmed={r.get('confirmed')} lost={r.get('lost')} "
                    f"duplicated={r.get('duplicated')} ordering_violations={r.get('ordering_violations')} "
-                   f"unavailable_s={r.get('unavailable_s')} measurement={_fmt(r.get('measurement'))} "
-                   f"predicted={_fmt(r.get('expect'))} report={r.get('report')}")
+                   f"unavailable_s={r.get('unavailable_s')} measurement={fmt(r.get('measurement'))} "
+                   f"predicted={fmt(r.get('expect'))} report={r.get('report')}")
         body = ""
         if r["harness_error"]:
             errors += 1
@@ -348,8 +352,8 @@ def index_html(rows: list[Row], out: Path, title: str, started: bool = False,
         link = os.path.relpath(Path(rep).with_name(store.REPORT_HTML), out) if rep else None
         name = with_version(r, r["scenario"]) if versions else r.get("scenario")
         cells = [r.get("id") or "-", name, verdict_text(r), r.get("attempted", "-"), r.get("confirmed", "-"),
-                 r.get("lost", "-"), r.get("duplicated", "-"), _fmt(r.get("unavailable_s")),
-                 _fmt(r.get("measurement")), _fmt(r.get("expect")), _fmt(r.get("seconds"))]
+                 r.get("lost", "-"), r.get("duplicated", "-"), fmt(r.get("unavailable_s")),
+                 fmt(r.get("measurement")), fmt(r.get("expect")), fmt(r.get("seconds"))]
         items.append({"cls": cls, "link": link, "cells": cells + ([r.get("started") or "-"] if started else [])})
     held = sum(1 for i in items if i["cls"] == "held")
     failed = sum(1 for i in items if i["cls"] == "failed")

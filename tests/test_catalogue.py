@@ -48,6 +48,7 @@ def test_kafka_measures_from_samples():
     s.pop()
     s.pop()
     assert m["isr_timeline"][0] == [0, "isr=kafka1,kafka2,kafka3 leader=kafka1 controller=kafka1"]
+    assert "split_brain_s" not in m  # no sample has the brokers' own views
     assert len(m["isr_timeline"]) == 5        # changes only
 
 
@@ -290,3 +291,20 @@ def test_a_runs_measurements_from_its_files(tmp_path, broker):
     assert m["windows"]["effect"] == [3.0, 15.0] and set(m["whole_run"]) <= sc.measurement_names()
     # confirmed by the window's end (t=15: p0-0..p0-14), not consumed before it opened (p0-1, p0-2)
     assert m["at_risk"] == 13
+
+
+def test_split_brain_counts_the_seconds_two_brokers_each_named_itself_leader():
+    def v(t, **leaders):  # each broker's own view: whom it names leader
+        return {"t": t, "leader": "kafka2", "isr": ["kafka2"], "controller": "kafka3",
+                "views": {n: {"leader": lead, "isr": []} for n, lead in leaders.items()}}
+    s = [v(0, kafka1="kafka1", kafka2="kafka1", kafka3="kafka1"),
+         v(2, kafka1="kafka1", kafka2="kafka2", kafka3="kafka2"),   # both name themselves: 2..5
+         {"t": 4, "error": "ZooKeeper unanswered"},                 # no views: passed over
+         v(5, kafka1="kafka1", kafka2="kafka2", kafka3="kafka1"),   # still both: 5..6
+         v(6, kafka1="kafka2", kafka2="kafka2", kafka3="kafka2"),
+         v(8, kafka2="kafka2", kafka3="kafka2")]
+    m = kafka_observe.partition_measures(s, fault_start=1.0)
+    # by hand: two self-named leaders from t=2 to t=6
+    assert m["split_brain_s"] == 4.0 and m["split_brain_brokers"] == ["kafka1", "kafka2"]
+    # a broker naming another (kafka3 naming kafka1) is no second leader
+    assert kafka_observe.split_brain([v(0, kafka1="kafka1", kafka3="kafka1"), v(1)])["split_brain_s"] == 0

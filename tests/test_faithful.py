@@ -299,11 +299,17 @@ def test_throughput_measures_per_method_with_the_ratio_range():
     from harness.brokers.rabbitmq.probes import throughput_measures
     runs = {"confirms": {"none": [1000, 1200, 900, 1000, 1100], "all": [400, 300, 350, 350, 350]},
             "perftest": {"none": [15000, 14000], "all": [3000, 3500]}}
-    m = throughput_measures(runs, "none", "confirms")
+    m = throughput_measures(runs, {"all": "none"}, "confirms")
     assert m["throughput"] == m["throughput_confirms"] == {"none": 1000.0, "all": 350.0}
     assert m["throughput_ratio_perftest"] == {"all_vs_none": 0.225}   # median of 0.2 and 0.25
     assert m["throughput_ratio_range_confirms"] == {"all_vs_none": [0.25, 0.4]}
     assert m["throughput_falls"] == {"confirms": True, "perftest": None}  # two repetitions decide nothing
+    # each policy against its own base (seed 004: a backlog's cost within one queue type)
+    two = {"confirms": {"m": [1000, 800], "m_backlog": [500, 200], "q": [600, 600], "q_backlog": [540, 300]}}
+    m = throughput_measures(two, {"m_backlog": "m", "q_backlog": "q", "q": "m"}, "confirms")
+    # by hand: m_backlog/m = 0.5, 0.25 (median 0.375); q_backlog/q = 0.9, 0.5 (0.7); q/m = 0.6, 0.75
+    assert m["throughput_ratio"] == {"m_backlog_vs_m": 0.375, "q_backlog_vs_q": 0.7, "q_vs_m": 0.675}
+    assert m["throughput_ratio_range_confirms"]["q_backlog_vs_q"] == [0.5, 0.9]
 
 
 def test_perftest_rates_are_read_from_its_closing_lines():

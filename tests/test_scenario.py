@@ -21,7 +21,7 @@ def test_every_scenario_file_is_valid(path):
     assert set(expect.expectations(sc)) <= known, set(expect.expectations(sc)) - known
     for key, exp in expect.expectations(sc).items():  # each prediction is checkable
         assert (isinstance(exp, (bool, int, float, list)) or expect.COMPARISON.match(str(exp))
-                or expect.is_window(exp)), (key, exp)
+                or expect.is_window(exp) or expect.referenced(exp) in known), (key, exp)
 
 
 def _rows() -> dict[str, str]:

@@ -47,10 +47,27 @@ def sample(cluster, sc) -> dict:
     return s
 
 
+def self_leaders(sample: dict) -> list[str]:
+    """The brokers that name themselves the partition's leader in their own metadata."""
+    return sorted(n for n, v in (sample.get("views") or {}).items() if v.get("leader") == n)
+
+
+def split_brain(samples: list[dict]) -> dict:
+    """Seed 002, scenario 7 (a controller that cannot reach a broker cannot tell it of a
+    leadership change: a brief split brain): for how long two brokers at once each named
+    itself the leader in its own metadata, and which (nothing when no broker was asked)."""
+    viewed = [s for s in samples if "views" in s]
+    if not viewed:
+        return {}
+    both = [s for s in viewed if len(self_leaders(s)) > 1]
+    return {"split_brain_s": duration(viewed, lambda s: len(self_leaders(s)) > 1),
+            "split_brain_brokers": sorted({n for s in both for n in self_leaders(s)})}
+
+
 def partition_measures(samples: list[dict], fault_start: float | None, min_isr: int = 1) -> dict:
     ok = [s for s in samples if "isr" in s]
     if not ok:
-        return {}
+        return split_brain(samples)
     leaders, lchanges = changes(s["leader"] for s in ok)
     _, cchanges = changes(s.get("controller") for s in ok)
     m = {"isr_min": min(len(s["isr"]) for s in ok),
@@ -67,6 +84,7 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
          # the smallest ISR the window's first leader had while it led (K1u: the leader alone
          # in the ISR before it is killed; an ISR that shrank only after a failover is not it)
          "first_leader_isr_min": _first_leader_isr_min(ok),
+         **split_brain(samples),
          "isr_timeline": timeline(ok, lambda s: f"isr={','.join(s['isr'])} leader={s['leader']} "
                                   f"controller={s.get('controller')}")}
     if fault_start is not None:

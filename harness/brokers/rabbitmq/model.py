@@ -1,7 +1,7 @@
 """What a RabbitMQ scenario may say: its queue, its workload options, its probes."""
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -220,10 +220,22 @@ class ThroughputProbe(Strict):
     # (seed 003: a queue lives on one node, a client of another node is routed through it)
     persistent: dict[str, bool] = Field(default_factory=dict)
     via: dict[str, Literal["rabbit1", "rabbit2", "rabbit3"]] = Field(default_factory=dict)
+    # seed 004 (quorum queues keep their publish rate under a backlog and consumer pressure,
+    # mirrored queues less so): the queue's type, the messages queued in it before the
+    # measurement, the consumers draining it meanwhile, and the policy a ratio is taken
+    # against when not the baseline (a backlog's cost within one queue type)
+    queue_type: dict[str, Literal["classic", "quorum"]] = Field(default_factory=dict)
+    backlog: dict[str, Annotated[int, Field(ge=0, le=1_000_000)]] = Field(default_factory=dict)
+    consumers: dict[str, Annotated[int, Field(ge=0, le=8)]] = Field(default_factory=dict)
+    vs: dict[str, str] = Field(default_factory=dict)
+    # seed 000 (messages written to disk every few hundred ms, a confirm sent after the write):
+    # a publisher's own rate, msg/s (default: as fast as its window allows); each policy's
+    # confirm latency is measured either way
+    rate: dict[str, Annotated[float, Field(gt=0, le=10_000)]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _variants(self) -> "ThroughputProbe":
-        for field in ("persistent", "via"):
+        for field in ("persistent", "via", "queue_type", "backlog", "consumers", "vs", "rate"):
             unknown = set(getattr(self, field)) - set(self.policies)
             if unknown:
                 raise ValueError(f"{field}: {', '.join(sorted(unknown))} not among the policies")
@@ -231,19 +243,33 @@ class ThroughputProbe(Strict):
                 raise ValueError(f"{field} applies to the confirms method only (perftest sets its own)")
         if self.baseline is not None and self.baseline not in self.policies:
             raise ValueError(f"baseline: {self.baseline} is not among the policies")
+        bad = {k: v for k, v in self.vs.items() if v not in self.policies or v == k}
+        if bad:
+            raise ValueError(f"vs: {bad} must name another of the policies")
+        mirrored = [k for k, t in self.queue_type.items() if t == "quorum" and any(
+            key.startswith("ha-") for key in self.policies[k])]
+        if mirrored:
+            raise ValueError(f"queue_type: {', '.join(mirrored)}: a quorum queue takes no ha- (mirroring) policy")
         return self
 
-    def base(self) -> str:
-        return self.baseline or next(iter(self.policies))
+    def base(self, policy: str | None = None) -> str:
+        """The policy ``policy``'s ratio is taken against (``vs``, else the baseline, else the first)."""
+        return self.vs.get(policy or "", self.baseline or next(iter(self.policies)))
+
+    def bases(self) -> dict[str, str]:
+        """Per policy with a ratio, the policy it is taken against."""
+        return {k: self.base(k) for k in self.policies if k != self.base(k)}
 
     def names(self) -> set[str]:
         """The measurements it gives: the first method's under ``throughput`` /
         ``throughput_ratio``, every method's under its own name."""
-        ratios = [f"{k}_vs_{self.base()}" for k in self.policies if k != self.base()]
+        ratios = [f"{k}_vs_{b}" for k, b in self.bases().items()]
         out = {f"throughput.{k}" for k in self.policies} | {f"throughput_ratio.{r}" for r in ratios}
         for m in self.methods:
             out |= {f"throughput_{m}.{k}" for k in self.policies} | {f"throughput_ratio_{m}.{r}" for r in ratios}
             out |= {f"throughput_ratio_range_{m}.{r}" for r in ratios} | {f"throughput_falls.{m}"}
+        if "confirms" in self.methods:
+            out |= {f"confirm_latency_{q}_ms.{k}" for q in ("p50", "p99") for k in self.policies}
         return out
 
 

@@ -186,23 +186,31 @@ class RabbitProbes(Probes):
         out = Path(self.ctx.dir) / "probes" / "throughput"
         out.mkdir(parents=True, exist_ok=True)
         runs: dict[str, dict[str, list[float]]] = {m: {k: [] for k in t.policies} for m in t.methods}
+        latencies: dict[str, list[dict]] = {k: [] for k in t.policies}
         for rep in range(t.repeat):  # interleaved: a drift of the machine spreads over every cell
             for method in t.methods:
                 for name, policy in t.policies.items():
                     if self.ctx.stop.is_set():
                         return
-                    runs[method][name].append(self._one_rate(t, method, name, policy, out / f"{method}-{name}-{rep}"))
-        self.measurements.update(throughput_measures(runs, t.base(), t.methods[0]))
+                    stem = out / f"{method}-{name}-{rep}"
+                    runs[method][name].append(self._one_rate(t, method, name, policy, stem))
+                    if method == "confirms":
+                        latencies[name].append(confirm_latency(
+                            [r for i in range(t.publishers) for r in store.read_jsonl(f"{stem}-{i}.jsonl")]))
+        self.measurements.update(throughput_measures(runs, t.bases(), t.methods[0]))
         self.measurements["throughput_runs"] = runs
+        if "confirms" in t.methods:
+            self.measurements.update(latency_measures(latencies))
 
-    def _declare(self, queue: str, policy: dict) -> None:
+    def _declare(self, queue: str, policy: dict, queue_type: str = "classic") -> None:
         """``queue`` (durable) under ``policy`` (its own, named after it), declared on rabbit1:
-        its master is there, and the probes' clients publish there."""
+        its master (a quorum queue's leader) is there, and the probes' clients publish there."""
         if policy:
             self.cluster.set_policy(queue, f"^{queue}$", policy, priority=2)
         conn = pika.BlockingConnection(params(endpoints(self.cluster)[0]))
         try:
-            conn.channel().queue_declare(queue, durable=True)
+            conn.channel().queue_declare(queue, durable=True,
+                                         arguments={"x-queue-type": queue_type} if queue_type != "classic" else None)
         finally:
             conn.close()
 
@@ -210,7 +218,7 @@ class RabbitProbes(Probes):
         """msg/s into a fresh queue on rabbit1 under ``policy``, by ``method``."""
         eps = endpoints(self.cluster)
         queue = f"mqchaos-tput-{name}"
-        self._declare(queue, policy)
+        self._declare(queue, policy, t.queue_type.get(name, "classic"))
         if policy.get("ha-mode"):
             # ha-mode exactly 1 is mirrored with no mirror (seed 001: not the same queue as an
             # unmirrored one)
@@ -220,6 +228,8 @@ class RabbitProbes(Probes):
         try:
             if method == "perftest":
                 return perftest.measure(eps[0].host, eps[0].port, queue, t.seconds, stem.with_suffix(".txt"))["receiving"]
+            if t.backlog.get(name):  # queued before the measurement, not counted in it
+                self._fill(queue, t.backlog[name], Path(f"{stem}-backlog"), t.message_size, 600)
             return self._confirmed_rate(t, name, queue, eps, stem)
         finally:
             self.cluster.http("rabbit1", "DELETE", f"queues/%2F/{queue}")
@@ -228,9 +238,14 @@ class RabbitProbes(Probes):
         stop = threading.Event()
         via = [e for e in eps if e.node == t.via.get(name, eps[0].node)]
         pubs = [RabbitPublisher(f"{name}{i}", via, queue, JsonlWriter(Path(f"{stem}-{i}.jsonl")),
-                                self.ctx.clock, stop, rate=None, max_messages=5_000_000,
+                                self.ctx.clock, stop, rate=t.rate.get(name), max_messages=5_000_000,
                                 window=t.window, size=t.message_size, persistent=t.persistent.get(name, True))
                 for i in range(t.publishers)]
+        # consumers draining the queue at full speed while it is measured (seed 004's pressure)
+        cons = [RabbitConsumer(f"{name}-c{i}", eps[:1], queue, JsonlWriter(Path(f"{stem}-c{i}.jsonl")),
+                               self.ctx.clock, stop, prefetch=100) for i in range(t.consumers.get(name, 0))]
+        for w in cons:
+            w.start()
         t0 = time.monotonic()
         for w in pubs:
             w.start()
@@ -238,8 +253,10 @@ class RabbitProbes(Probes):
         ok = sum(w.stats.ok for w in pubs)
         elapsed = time.monotonic() - t0
         stop.set()
-        for w in pubs:
+        for w in [*pubs, *cons]:
             w.join(30)
+        if cons and not sum(w.stats.delivered for w in cons):
+            raise RuntimeError(f"{queue}: its consumers read nothing while it was measured")
         return round(ok / elapsed, 1)
 
     # -- R6 ------------------------------------------------------------------------------
@@ -251,7 +268,7 @@ class RabbitProbes(Probes):
         for size in p.sizes:
             queue = f"mqchaos-sync-{size}"
             self._sync_queue(queue, "automatic")
-            runs["fill_s"][str(size)] = self._fill(queue, size, out / f"{size}-fill")
+            runs["fill_s"][str(size)] = self._fill(queue, size, out / f"{size}-fill", p.message_size, p.sync_timeout * 3)
             for rep in range(p.repeat):
                 if self.ctx.stop.is_set():
                     return
@@ -274,14 +291,14 @@ class RabbitProbes(Probes):
         wait_until(lambda: len(self.cluster.queue_mirrors(queue)["synchronised"]) == len(self.cluster.nodes()) - 1,
                    self.sc.probes.sync.sync_timeout, f"{queue}: every mirror synchronised ({mode})")
 
-    def _fill(self, queue: str, size: int, stem: Path) -> float:
-        p = self.sc.probes.sync
+    def _fill(self, queue: str, size: int, stem: Path, message_size: int, timeout: float) -> float:
+        """``size`` confirmed messages into ``queue`` through rabbit1, as fast as it takes them."""
         t0 = time.monotonic()
         w = RabbitPublisher("fill", endpoints(self.cluster)[:1], queue, JsonlWriter(stem.with_suffix(".jsonl")),
                             self.ctx.clock, self.ctx.stop, rate=None, max_messages=size, window=500,
-                            confirm_timeout=30, size=p.message_size)
+                            confirm_timeout=30, size=message_size)
         w.start()
-        w.join(p.sync_timeout * 3)  # bounded: a fill that stalls ends the probe, not the machine
+        w.join(timeout)  # bounded: a fill that stalls ends the probe, not the machine
         w.stop()
         w.join(30)
         if w.stats.ok < size:
@@ -342,24 +359,46 @@ def sync_measures(runs: dict, sizes: list[int]) -> dict:
     return m
 
 
-def throughput_measures(runs: dict[str, dict[str, list[float]]], base: str, first: str) -> dict:
-    """Per method: median msg/s per policy, median ratio to ``base`` and its range over the
-    repetitions, and whether throughput falls along the policies' order; the first method's
-    medians also under the plain names."""
+def throughput_measures(runs: dict[str, dict[str, list[float]]], bases: dict[str, str], first: str) -> dict:
+    """Per method: median msg/s per policy, the median ratio of each policy in ``bases`` to
+    its base (paired by repetition) and its range over the repetitions, and whether
+    throughput falls along the policies' order; the first method's medians also under the
+    plain names."""
     m: dict = {}
     for method, by_policy in runs.items():
         n = min(len(v) for v in by_policy.values())
         rates = {k: round(median(v), 1) for k, v in by_policy.items() if v}
-        ratios = {k: [v[i] / by_policy[base][i] for i in range(n) if by_policy[base][i]]
-                  for k, v in by_policy.items() if k != base}
+        ratios = {f"{k}_vs_{b}": [by_policy[k][i] / by_policy[b][i] for i in range(n) if by_policy[b][i]]
+                  for k, b in bases.items()}
         m[f"throughput_{method}"] = rates
-        m[f"throughput_ratio_{method}"] = {f"{k}_vs_{base}": round(median(r), 3) if r else None for k, r in ratios.items()}
-        m[f"throughput_ratio_range_{method}"] = {f"{k}_vs_{base}": [round(min(r), 3), round(max(r), 3)] if r else None
+        m[f"throughput_ratio_{method}"] = {k: round(median(r), 3) if r else None for k, r in ratios.items()}
+        m[f"throughput_ratio_range_{method}"] = {k: [round(min(r), 3), round(max(r), 3)] if r else None
                                                  for k, r in ratios.items()}
         m.setdefault("throughput_falls", {})[method] = falls(list(by_policy.values()))
     m["throughput"] = m[f"throughput_{first}"]
     m["throughput_ratio"] = m[f"throughput_ratio_{first}"]
     return m
+
+
+def confirm_latency(produce: list[dict]) -> dict:
+    """The median and 99th percentile, in ms, of the confirmed publishes' waits (publish to
+    confirm) of one measurement."""
+    waits = sorted(r["t_complete"] - r["t_invoke"] for r in produce if r.get("outcome") == "ok"
+                   and isinstance(r.get("t_invoke"), (int, float)) and isinstance(r.get("t_complete"), (int, float)))
+    if not waits:
+        return {"p50": None, "p99": None, "n": 0}
+    pick = (lambda q: round(1000 * waits[min(len(waits) - 1, int(q * len(waits)))], 2))
+    return {"p50": pick(0.5), "p99": pick(0.99), "n": len(waits)}
+
+
+def latency_measures(latencies: dict[str, list[dict]]) -> dict:
+    """Per policy, the median over the repetitions of each measurement's p50 and p99 (ms)."""
+    out: dict = {"confirm_latency_runs": latencies}
+    for q in ("p50", "p99"):
+        out[f"confirm_latency_{q}_ms"] = {
+            k: (round(median(xs), 2) if (xs := [r[q] for r in runs if r[q] is not None]) else None)
+            for k, runs in latencies.items()}
+    return out
 
 
 def delivery_network_share(received: dict[str, dict[str, int]], leader: str | None, members: set,

@@ -1,0 +1,116 @@
+"""Comparisons (claims about two rows, harness.compare): pairing the sides' runs of one batch and
+version, each side's run counted only when it decided its own row, checked against sums taken
+by hand."""
+import pytest
+
+from harness import compare as C
+from harness import rows as R
+
+C21 = {"name": "C-x", "id": "C1", "description": "d", "claims": [21], "sides": {"fast": "A", "slow": "B"},
+       "figure": ["lost", "failed"], "expect": "fast < slow"}
+
+
+def _row(sid, lost, failed, version="3.10", decided=True, run=None):
+    return {"id": sid, "scenario": f"{sid}-x", "version": version, "lost": lost, "failed": failed,
+            "prediction": True if decided else None, "run": run or f"{sid}/{lost}-{failed}", "measurement": {}}
+
+
+def test_pairs_are_taken_per_batch_and_version_in_run_order_and_judged_on_the_summed_figure():
+    c = C.parse(C21, "t")
+    batches = [("b1", [_row("A", 10, 5), _row("B", 0, 40), _row("A", 30, 20), _row("B", 0, 45),
+                       _row("A", 1, 1, version="4.0")]),  # no B at 4.0: no pair
+               ("b2", [_row("A", 50, 0), _row("B", 0, 20, decided=False), _row("B", 0, 10)])]
+    got = C.pairs(c, batches)
+    # by hand: b1 3.10: (15 vs 40) held, (50 vs 45) not; b2: the undecided B is skipped, (50 vs 10) not
+    assert [(s["batch"], s["values"]["fast"], s["values"]["slow"], s["held"]) for s in got] == [
+        ("b1", 15, 40, True), ("b1", 50, 45, False), ("b2", 50, 10, False)]
+    assert got[2]["runs"] == ["A/50-0", "B/0-10"]
+    rows = C.sample_rows(c, got)
+    [t] = R.tally(rows)
+    assert (t["id"], t["held"], t["decided"], t["version"]) == ("C1", 1, 3, "3.10")
+
+
+def test_a_factor_scales_the_left_side():
+    c = C.parse(dict(C21, expect="fast * 2 < slow"), "t")
+    got = C.pairs(c, [("b", [_row("A", 10, 0), _row("B", 25, 0), _row("A", 10, 0), _row("B", 20, 0)])])
+    assert [s["held"] for s in got] == [True, False]  # 20 < 25; 20 < 20 is not
+    assert c.relation() == ("fast", 2.0, "<", "slow")
+
+
+def test_a_figure_a_run_did_not_measure_leaves_its_pair_undecided():
+    c = C.parse(dict(C21, figure=["lost", "read_gap_max_s"]), "t")
+    a = dict(_row("A", 1, 0), measurement={"read_gap_max_s": 2.5})
+    [s] = C.pairs(c, [("b", [a, _row("B", 1, 0)])])
+    assert s["values"] == {"fast": 3.5, "slow": None} and s["held"] is None
+    assert R.verdict_word({"prediction": s["held"]}) == "undecided"
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"expect": "fast < fast"}, "expect"), ({"expect": "fast << slow"}, "expect"), ({"expect": "fast * x < slow"}, "expect"),
+    ({"expect": "fast < other"}, "expect"), ({"claims": [77]}, "claims"),
+    ({"sides": {"a": "A"}}, "sides"), ({"figure": []}, "figure"), ({"extra": 1}, "extra")])
+def test_a_malformed_comparison_is_refused_naming_the_field(change, field):
+    with pytest.raises(C.ComparisonError, match=f"bad: {field}"):
+        C.parse(dict(C21, **change), "bad")
+
+
+def test_every_committed_comparison_loads_and_names_rows_of_the_catalogue():
+    from harness.scenario import read
+
+    ids = {read(str(p)).get("id") for p in R.store.ROOT.glob("scenarios/*.yaml")}
+    found = C.load_all()
+    assert found, "no comparison file"
+    for c in found:
+        assert C.unknown_rows(c, ids) == [], c.name
+    assert C.unknown_rows(C.parse(dict(C21, sides={"fast": "A", "slow": "R2"}), "t"), ids) == [
+        "sides.fast: no scenario has id A"]
+
+
+# ---- a figure against another figure of the same run (harness.expect.FIGURE_REF) ----------------
+def test_a_prediction_may_compare_two_figures_of_one_run():
+    from harness import expect
+
+    held = expect._check("ratio.q", "> ratio.m", {"ratio.q": 0.9, "ratio.m": 0.4})
+    assert held == {"key": "ratio.q", "expected": "> ratio.m", "actual": 0.9, "than": 0.4, "held": True}
+    assert expect._check("ratio.q", "<= ratio.m", {"ratio.q": 0.9, "ratio.m": 0.4})["held"] is False
+    assert expect._check("ratio.q", "> ratio.m", {"ratio.q": 0.9})["held"] is None  # the other unmeasured
+    assert expect._check("ratio.q", "> ratio.m", {"ratio.q": 0.9, "ratio.m": True})["held"] is None
+    assert expect.referenced("> a.b_c") == "a.b_c" and expect.referenced(">0.5") is None
+    assert expect.checkable("> a.b") and R.decided_by(
+        {"held": True, "checks": [held]}) == "ratio.q=0.9 vs > ratio.m (0.4)"
+
+
+def test_a_comparison_with_a_figure_the_run_does_not_measure_is_refused_at_load():
+    from harness.scenario import ScenarioError, parse, read
+
+    data = read("scenarios/Q9-quorum-keeps-publish-rate-under-backlog.yaml")
+    sc = parse(dict(data), "ok")
+    assert "throughput_ratio.mirrored_backlog_vs_mirrored" in sc.measurement_names()
+    with pytest.raises(ScenarioError, match="throughput_ratio.nothing"):
+        parse(dict(data, expect={"throughput_ratio": {"quorum_backlog_vs_quorum": "> throughput_ratio.nothing"}}),
+              "bad")
+
+
+def test_a_throughput_probe_variant_naming_no_policy_or_a_mirrored_quorum_queue_is_refused():
+    from harness.scenario import ScenarioError, parse, read
+
+    data = read("scenarios/Q9-quorum-keeps-publish-rate-under-backlog.yaml")
+    probe = data["probes"]["throughput"]
+    for change, words in (({"vs": {"quorum": "quorum"}}, "vs"), ({"backlog": {"other": 5}}, "backlog"),
+                          ({"queue_type": {"mirrored": "quorum"}}, "no ha- .mirroring. policy")):
+        with pytest.raises(ScenarioError, match=words):
+            parse(dict(data, probes={"throughput": dict(probe, **change)}), "bad")
+
+
+def test_confirm_latency_percentiles_by_nearest_rank():
+    from harness.brokers.rabbitmq.probes import confirm_latency, latency_measures
+
+    recs = [{"outcome": "ok", "t_invoke": 10.0, "t_complete": 10.0 + ms / 1000} for ms in range(100, 0, -1)]
+    recs += [{"outcome": "fail", "t_invoke": 1.0, "t_complete": 9.0}, {"outcome": "ok", "t_invoke": 1.0}]
+    # by hand: waits 1..100 ms; rank int(0.5 * 100) = 50 -> 51 ms, int(0.99 * 100) = 99 -> 100 ms
+    got = confirm_latency(recs)
+    assert got == {"p50": 51.0, "p99": 100.0, "n": 100}
+    assert confirm_latency([]) == {"p50": None, "p99": None, "n": 0}
+    m = latency_measures({"a": [got, {"p50": 3.0, "p99": 7.0, "n": 5}, {"p50": 5.0, "p99": 9.0, "n": 5}],
+                          "b": [{"p50": None, "p99": None, "n": 0}]})
+    assert m["confirm_latency_p50_ms"] == {"a": 5.0, "b": None} and m["confirm_latency_p99_ms"]["a"] == 9.0
