@@ -308,3 +308,18 @@ def test_split_brain_counts_the_seconds_two_brokers_each_named_itself_leader():
     assert m["split_brain_s"] == 4.0 and m["split_brain_brokers"] == ["kafka1", "kafka2"]
     # a broker naming another (kafka3 naming kafka1) is no second leader
     assert kafka_observe.split_brain([v(0, kafka1="kafka1", kafka3="kafka1"), v(1)])["split_brain_s"] == 0
+
+
+def test_catch_up_counts_from_the_last_restart_until_the_isr_is_full_again():
+    def k(t, isr, **nodes):
+        return {"t": t, "leader": "kafka1", "isr": isr, "controller": "kafka1",
+                "nodes": {"kafka1": "running", "kafka2": "running", "kafka3": "running", **nodes}}
+    full, one = ["kafka1", "kafka2", "kafka3"], ["kafka1"]
+    s = [k(0, full), k(1, one, kafka2="stopped", kafka3="stopped"), k(5, one, kafka3="stopped"),  # kafka2 back
+         k(7, one), k(8, ["kafka1", "kafka3"]), {"t": 9, "error": "x"},                        # kafka3 back at 7
+         k(12, full), k(13, full)]
+    # by hand: the last restart is kafka3's at t=7; the ISR is full again at t=12
+    assert kafka_observe.catch_up_s(s) == 5.0
+    assert kafka_observe.partition_measures(s, fault_start=1.0)["catch_up_s"] == 5.0
+    assert kafka_observe.catch_up_s(s[:5]) is None   # restarted, never full again
+    assert kafka_observe.catch_up_s([k(0, full), k(1, one)]) is None  # no restart

@@ -64,6 +64,24 @@ def split_brain(samples: list[dict]) -> dict:
             "split_brain_brokers": sorted({n for s in both for n in self_leaders(s)})}
 
 
+def catch_up_s(samples: list[dict]) -> float | None:
+    """Seed 002 (followers replicating at once share the leader's bandwidth): seconds from the
+    last moment a broker's container was running again after it was not (a restart) until the
+    ISR was as large again as when the samples began; None without a restart or a full ISR."""
+    back, last = None, {}
+    for s in samples:
+        for n, state in (s.get("nodes") or {}).items():
+            if state == "running" and last.get(n, "running") != "running":
+                back = s["t"]
+            last[n] = state
+    ok = [s for s in samples if "isr" in s]
+    if back is None or not ok:
+        return None
+    full = len(ok[0]["isr"])
+    again = next((s["t"] for s in ok if s["t"] >= back and len(s["isr"]) >= full), None)
+    return round(again - back, 2) if again is not None else None
+
+
 def partition_measures(samples: list[dict], fault_start: float | None, min_isr: int = 1) -> dict:
     ok = [s for s in samples if "isr" in s]
     if not ok:
@@ -85,6 +103,7 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
          # in the ISR before it is killed; an ISR that shrank only after a failover is not it)
          "first_leader_isr_min": _first_leader_isr_min(ok),
          **split_brain(samples),
+         "catch_up_s": catch_up_s(samples),
          "isr_timeline": timeline(ok, lambda s: f"isr={','.join(s['isr'])} leader={s['leader']} "
                                   f"controller={s.get('controller')}")}
     if fault_start is not None:
