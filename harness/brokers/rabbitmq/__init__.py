@@ -65,6 +65,8 @@ class RabbitMQ(Broker):
             m["missing_at_a_site"] = observe.missing_at_a_site(list(produce), list(consume), sc.link.sites())
         # publishes the broker returned as unroutable (mandatory): no binding took them
         m["unroutable"] = sum(1 for r in produce if r.get("error") == "unroutable")
+        syncs = observe.sync_durations(logs, sc.queue.name)  # the longest: the one the claim is about
+        m["sync_duration_s"] = max(syncs) if syncs else None
         if sc.queue.type == "quorum":
             m.update(sc.version_facts())
         return m

@@ -19,7 +19,7 @@ MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_
                 "masters_seen", "master_changes", "new_master_elected", "unsynchronised_s", "masters_at_once_max",
                 "deliveries_by_node", "follower_delivery_fraction", "masterless_s", "queue_present", "unroutable",
                 "mirrors_added", "mirrors_added_count", "ram_nodes", "exchange_present", "forced_close_nodes",
-                "confirm_latency_max_s"}
+                "confirm_latency_max_s", "sync_duration_s"}
 # What partition handling does (a version without it cannot show any of these).
 PARTITION_MEASUREMENTS = {"paused_nodes", "paused_count", "partition_detected", "autoheal_losers",
                           "autoheal_loser_count"}

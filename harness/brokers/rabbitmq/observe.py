@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 
 from harness.brokers.rabbitmq.cluster import REPLICATED, master_of, short_node
 from harness.measures import ack_latency_max, changes, duration, timeline
@@ -96,6 +97,30 @@ def log_measures(logs: dict[str, str]) -> dict:
     return {"paused_nodes": paused, "paused_count": len(paused),
             "partition_detected": any(_PARTITIONED.search(t) for t in logs.values()),
             "autoheal_losers": losers, "autoheal_loser_count": len(losers)}
+
+
+# A mirrored queue master's own record of a synchronisation (3.x): its start, with the count,
+# and its end; the node's timestamp, not Docker's (the line's second one)
+_SYNC = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+[+-]\d\d:\d\d) \[\w+\] <[^>]*> Mirrored queue "
+                   r"'([^']*)' in vhost '[^']*': Synchronising: (?:(\d+) messages to synchronise|(complete))")
+
+
+def sync_durations(logs: dict[str, str], queue: str) -> list[float]:
+    """Seed 001 (a synchronisation blocks its queue until it is over): each synchronisation of
+    ``queue`` that synchronised something, start to complete, on its master's log (s)."""
+    out = []
+    for text in logs.values():
+        started = None
+        for m in _SYNC.finditer(text):
+            if m.group(2) != queue:
+                continue
+            t = datetime.fromisoformat(m.group(1))
+            if m.group(3) is not None:
+                started = t if int(m.group(3)) > 0 else None
+            elif started is not None:
+                out.append(round((t - started).total_seconds(), 3))
+                started = None
+    return out
 
 
 def delivery_nodes(consume: list[dict], samples: list[dict]) -> dict:
