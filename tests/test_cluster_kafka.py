@@ -39,6 +39,44 @@ def test_broker_id_mapping():
     assert broker_node(-1) is None
     with pytest.raises(ValueError):
         broker_id("zk1")
+    assert broker_id("kafka5") == 5
+    with pytest.raises(ValueError, match="kafka1..kafka5"):
+        broker_id("kafka6")
+
+
+def test_a_five_broker_cluster_adds_kafka4_and_kafka5_as_copies_of_kafka3(tmp_path, monkeypatch):
+    """Seed 002's RF 5 (claim 60): the brokers beyond three come from a compose override
+    rendered from the file's own kafka3; another process (a dead run's heal) finds them."""
+    import yaml
+
+    from harness.brokers import compose
+    from harness.brokers.kafka.kraft_cluster import KRaftCluster
+
+    monkeypatch.setattr(compose, "STATE_DIR", tmp_path)
+    c = ZooKeeperCluster()
+    assert c.brokers() == BROKERS and not c.size_override().exists()
+    c._size = KafkaConfig(brokers=5).brokers
+    c._write_size_override()
+    data = yaml.safe_load(c.size_override().read_text())
+    base = yaml.safe_load((compose.COMPOSE_DIR / "kafka.yml").read_text())["services"]["kafka3"]
+    k5 = data["services"]["kafka5"]
+    assert sorted(data["services"]) == ["kafka4", "kafka5"] and sorted(data["volumes"]) == ["kafka4-data", "kafka5-data"]
+    assert (k5["container_name"], k5["hostname"], k5["environment"]["KAFKA_NODE"]) == ("kafka5",) * 3
+    assert k5["ports"] == ["127.0.0.1:9096:9096"] and k5["networks"]["kafkanet"]["ipv4_address"] == "172.28.20.25"
+    assert "kafka5-data:/var/lib/kafka" in k5["volumes"] and k5["image"] == base["image"]
+    again = ZooKeeperCluster()
+    assert again.brokers() == ["kafka1", "kafka2", "kafka3", "kafka4", "kafka5"]
+    assert again.nodes() == ZK_NODES + again.brokers()
+    assert again.client_endpoints()["kafka4"] == "127.0.0.1:9095"
+    c._size = 3
+    c._write_size_override()
+    assert not c.size_override().exists() and ZooKeeperCluster().brokers() == BROKERS
+    # KRaft: five voters, each node's own
+    props = KafkaConfig(brokers=5, version="4.1").properties("kafka5")
+    assert "controller.quorum.voters=" in props and props.count("@kafka") == 5 and "node.id=5\n" in props
+    assert KRaftCluster.compose_file == "kafka-kraft.yml"
+    with pytest.raises(ValueError, match="brokers"):
+        KafkaConfig(brokers=6)
 
 
 # ---- real cluster -----------------------------------------------------------------------

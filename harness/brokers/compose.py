@@ -104,9 +104,15 @@ class ComposeCluster(ContainerCluster):
 
     def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
         files = [COMPOSE_DIR / self.compose_file] + [
-            p for p in [self.fs_override(), self.cpu_override(), self.image_override()] if p.exists()]
+            p for p in [self.size_override(), self.fs_override(), self.cpu_override(), self.image_override()]
+            if p.exists()]
         cmd = [*compose_cmd(), "-p", self.project, *(a for f in files for a in ("-f", str(f))), *args]
         return run(cmd, check=check, timeout=timeout, env=self.compose_env())
+
+    def size_override(self) -> Path:
+        """The nodes a run adds beyond the compose file's (a plug-in's larger cluster), each a
+        copy of the file's last node of its kind; gone with the cluster."""
+        return self.state_dir / "size.override.yml"
 
     # ---- the power-loss file system (harness.brokers.lazyfs) -------------------------
     def fs_override(self) -> Path:
@@ -216,6 +222,7 @@ class ComposeCluster(ContainerCluster):
         if left:  # whatever docker would not remove: compose's own way, as before
             self.conf_dir().mkdir(parents=True, exist_ok=True)  # compose needs the mount path to parse
             self.compose("down", "-v", "--remove-orphans", "-t", "1", timeout=600)
+        self.size_override().unlink(missing_ok=True)  # a new cluster starts at its own size
 
     def close(self) -> None:
         """Release client resources held by this object (Kafka: kazoo, AdminClient)."""

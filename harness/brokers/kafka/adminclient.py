@@ -20,7 +20,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 
 from harness.brokers.protocol import ClusterError
-from harness.brokers.kafka.nodes import BROKERS, broker_id, broker_node
+from harness.brokers.kafka.nodes import broker_id, broker_node
 from harness.util import wait_until
 
 
@@ -91,8 +91,9 @@ def node_views(cluster, topic: str, timeout: float) -> tuple[dict[str, list[dict
             return cluster.node_metadata(node, topic, timeout)
         except ClusterError as exc:
             return str(exc)[:200]
-    with ThreadPoolExecutor(len(BROKERS)) as pool:
-        got = dict(zip(BROKERS, pool.map(read, BROKERS)))
+    nodes = cluster.brokers()
+    with ThreadPoolExecutor(len(nodes)) as pool:
+        got = dict(zip(nodes, pool.map(read, nodes)))
     return ({n: v for n, v in got.items() if not isinstance(v, str)},
             {n: v for n, v in got.items() if isinstance(v, str)})
 

@@ -14,6 +14,7 @@ targets are resolved in ``roles``.
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import socket
@@ -23,13 +24,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+import yaml
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
+from pydantic import Field
 
-from harness.brokers.compose import ComposeCluster
+from harness.brokers.compose import COMPOSE_DIR, ComposeCluster
 from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, QUORUM_MEMBERSHIP,
                                      UPGRADE, ClusterError,
                                      Recorder, Role, RoleError, Steady)
@@ -39,7 +42,8 @@ from harness.brokers.kafka.adminclient import ForeignAnswer, answered_by, partit
 from harness.brokers.kafka.generations import GENERATIONS, ZOOKEEPER, has
 from harness.brokers.kafka.kraft import (LOG4J2, cluster_id, kraft_properties, reassign_command, reassignment,
                                          reported_version)
-from harness.brokers.kafka.nodes import BROKERS, INTERNAL_PORT, KAFKA_PORTS, ZK_NODES, ZK_PORTS, broker_id, broker_node
+from harness.brokers.kafka.nodes import (BROKERS, INTERNAL_PORT, KAFKA_PORTS, MAX_BROKERS, ZK_NODES, ZK_PORTS, broker_id,
+                                         broker_names, broker_node)
 from harness.brokers.kafka.roles import ROLES, resolve_role
 from harness.util import wait_until
 
@@ -94,6 +98,9 @@ class KafkaConfig(Settings):
     leader_imbalance_check_interval_seconds: int = 300
     offsets_topic_partitions: int = 6             # lowered from 50: 2 cores
     healthy_timeout: float = 180.0
+    # seed 002's "replication factor 5, min.insync.replicas 3": kafka4, kafka5 added to the
+    # compose file's three (ZooKeeper stays three)
+    brokers: int = Field(3, ge=3, le=MAX_BROKERS)
 
     def properties(self, node: str) -> str:
         bid = broker_id(node)
@@ -125,7 +132,7 @@ class KafkaConfig(Settings):
             "num.io.threads": 4,
         }
         if not has(self.version, ZOOKEEPER):  # KRaft: a combined broker+controller node
-            props = kraft_properties(props, node, BROKERS)
+            props = kraft_properties(props, node, broker_names(self.brokers))
         props.update(self.extra)
         return "# rendered by harness/brokers/kafka/cluster.py for this run\n" + "".join(
             f"{k}={v}\n" for k, v in props.items())
@@ -172,6 +179,41 @@ class KafkaCluster(ComposeCluster):
         self._admin = None
         self._pinned: dict[str, Any] = {}  # node -> an AdminClient asking that broker only
         self._pinned_lock = threading.Lock()
+        # the brokers: as many as the last up here brought up (a dead run's heal, in another
+        # process, finds its kafka4 and kafka5 in the size override)
+        self._size = self._recorded_size()
+
+    def _recorded_size(self) -> int:
+        try:
+            services = (yaml.safe_load(self.size_override().read_text()) or {}).get("services") or {}
+        except (OSError, yaml.YAMLError):
+            return len(BROKERS)
+        return len(BROKERS) + sum(1 for name in services if name.startswith("kafka"))
+
+    def _write_size_override(self) -> None:
+        """kafka4.. as copies of the compose file's kafka3 (its own name, port, address and
+        volume), or no override for three."""
+        path = self.size_override()
+        if self._size <= len(BROKERS):
+            path.unlink(missing_ok=True)
+            return
+        base = yaml.safe_load((COMPOSE_DIR / self.compose_file).read_text())
+        last = base["services"][BROKERS[-1]]
+        services, volumes = {}, {}
+        for node in broker_names(self._size)[len(BROKERS):]:
+            svc = copy.deepcopy(last)
+            svc["hostname"] = svc["container_name"] = node
+            svc["environment"]["KAFKA_NODE"] = node
+            svc["volumes"] = [v.replace(f"{BROKERS[-1]}-data:", f"{node}-data:") for v in svc["volumes"]]
+            port = KAFKA_PORTS[node]
+            svc["ports"] = [f"127.0.0.1:{port}:{port}"]
+            net = svc["networks"][self.network_key]
+            net["ipv4_address"] = net["ipv4_address"].rsplit(".", 1)[0] + f".{20 + broker_id(node)}"
+            services[node], volumes[f"{node}-data"] = svc, {}
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text("# rendered by harness/brokers/kafka/cluster.py: the brokers beyond three\n"
+                        + yaml.safe_dump({"version": base.get("version", "2.4"), "services": services,
+                                          "volumes": volumes}, sort_keys=False))
 
     def data_files(self, node: str, kind: str, subject: str | None) -> list[tuple[str, int]]:
         """``subject`` ``TOPIC`` (every partition's) or ``TOPIC/P`` (the nemesis's: partition P's)."""
@@ -192,7 +234,7 @@ class KafkaCluster(ComposeCluster):
 
     def node_version(self, node: str) -> str | None:
         """What the broker logged of itself at its last start (AppInfoParser)."""
-        return reported_version(self.logs(node)) if node in BROKERS and self.running(node) else None
+        return reported_version(self.logs(node)) if node in self.brokers() and self.running(node) else None
 
     # ---- membership (issue 39): a partition's replicas, moved by reassignment -------------
     @staticmethod
@@ -220,10 +262,10 @@ class KafkaCluster(ComposeCluster):
 
     # ---- topology -------------------------------------------------------------------
     def brokers(self) -> list[str]:
-        return list(BROKERS)
+        return broker_names(self._size)
 
     def client_endpoints(self) -> dict[str, str]:
-        return {n: f"127.0.0.1:{KAFKA_PORTS[n]}" for n in BROKERS}
+        return {n: f"127.0.0.1:{KAFKA_PORTS[n]}" for n in self.brokers()}
 
     def bootstrap_servers(self) -> str:
         return ",".join(self.client_endpoints().values())
@@ -285,14 +327,14 @@ class KafkaCluster(ComposeCluster):
             (conf / name).unlink(missing_ok=True)
             if wanted:
                 (conf / name).write_text(text)
-        for node in BROKERS:
+        for node in broker_names(config.brokers):
             (conf / f"{node}.properties").write_text(config.properties(node))
 
     def up(self, config: KafkaConfig | None = None, fresh: bool = True) -> None:
         """Every node at once (a ZooKeeper-mode broker waits for ZooKeeper up to
         zookeeper.connection.timeout.ms, 30 s; the quorum forms in about 3, so its JVM starts
-        meanwhile). Healthy = the metadata quorum, 3 brokers registered, a RF-3 topic with a
-        full ISR."""
+        meanwhile). Healthy = the metadata quorum, every broker registered, a RF-3 topic with
+        a full ISR."""
         self.config = config or KafkaConfig(version=self.config.version)
         if has(self.config.version, ZOOKEEPER) != self.zookeeper:
             raise ClusterError(f"Kafka {self.generation().name} is not what a {type(self).__name__} "
@@ -300,6 +342,8 @@ class KafkaCluster(ComposeCluster):
         self.close()
         if fresh:
             self.down()
+        self._size = self.config.brokers
+        self._write_size_override()
         self.write_config(self.config)
         self._compose_up(self.nodes())
         self._wait_healthy_or_explain(self.quorum, self.config.healthy_timeout, self.quorum_what,
@@ -323,7 +367,8 @@ class KafkaCluster(ComposeCluster):
             self.close()
 
     def wait_healthy(self, timeout: float = 180, must_run: list[str] | None = None) -> None:
-        self._wait_healthy_or_explain(self._all_registered, timeout, "3 brokers registered", must_run)
+        self._wait_healthy_or_explain(self._all_registered, timeout, f"{len(self.brokers())} brokers registered",
+                                      must_run)
         deadline = time.monotonic() + timeout
 
         def topic_ready() -> bool:
@@ -334,7 +379,7 @@ class KafkaCluster(ComposeCluster):
                                       f"topic {HEALTH_TOPIC} fully in sync")
 
     def _all_registered(self) -> bool:
-        return all(self.running(n) for n in self.nodes()) and self.registered_brokers() == BROKERS
+        return all(self.running(n) for n in self.nodes()) and self.registered_brokers() == self.brokers()
 
     def healthy(self) -> bool:
         try:
@@ -454,10 +499,10 @@ class KafkaCluster(ComposeCluster):
 
     def stuck_nodes(self) -> list[str]:
         registered = set(self.registered_brokers())
-        return [n for n in BROKERS if n not in registered]
+        return [n for n in self.brokers() if n not in registered]
 
     def wait_rejoined(self, node: str, timeout: float) -> None:
-        if node in BROKERS:
+        if node in self.brokers():
             wait_until(lambda: self.registered_since_start(node), timeout, f"{node} registered again", 0.5)
 
 
@@ -474,7 +519,7 @@ class ZooKeeperCluster(KafkaCluster):
         self._zk_lock = threading.Lock()
 
     def nodes(self) -> list[str]:
-        return ZK_NODES + BROKERS
+        return ZK_NODES + self.brokers()
 
     def zk_nodes(self) -> list[str]:
         return list(ZK_NODES)
@@ -490,7 +535,7 @@ class ZooKeeperCluster(KafkaCluster):
         registration lives on (within zookeeper.session.timeout.ms of a kill -9) exits at once
         with NodeExistsException, so wait for the old session to expire first."""
         st = self.state(node)
-        if node in BROKERS and st and not st.get("Running"):
+        if node in self.brokers() and st and not st.get("Running"):
             limit = self.config.zookeeper_session_timeout_ms / 1000 + 20
             try:
                 wait_until(lambda: node not in self.registered_brokers(), limit,
@@ -513,7 +558,7 @@ class ZooKeeperCluster(KafkaCluster):
 
     def wait_rejoined(self, node: str, timeout: float) -> None:
         # start() waited for the old session to expire: any registration is the new one
-        if node in BROKERS:
+        if node in self.brokers():
             wait_until(lambda: node in self.registered_brokers(), timeout, f"{node} registered", 0.5)
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from harness.brokers.protocol import QUORUM, ClusterError, Role
-from harness.brokers.kafka.cluster import BROKERS, INTERNAL_PORT, ZK_NODES, KafkaCluster
+from harness.brokers.kafka.cluster import INTERNAL_PORT, ZK_NODES, KafkaCluster
 from harness.brokers.kafka.nodes import broker_id
 from harness.brokers.kafka.generations import ELR, has
 from harness.brokers.kafka.kraft import (CONTROLLER_PORT, QUORUM_STATE, active_controller, controller_command,
@@ -58,7 +58,7 @@ class KRaftCluster(KafkaCluster):
     # ---- the controllers as members (issue 39, KIP-853) ----------------------------------
     def _status(self) -> str:
         """``describe --status`` asked of a running node's controller listener."""
-        for node in (n for n in BROKERS if self.running(n)):
+        for node in (n for n in self.brokers() if self.running(n)):
             rc, out = self.exec(node, quorum_status_command(node), check=False, timeout=120)
             if rc == 0 and "CurrentVoters" in out:
                 return out
@@ -74,7 +74,7 @@ class KRaftCluster(KafkaCluster):
         own configuration (what the tool needs to find its metadata directory)."""
         if subject != QUORUM:
             return super().change_member(op, node, subject)
-        other = next((n for n in BROKERS if n != node and self.running(n)), None)
+        other = next((n for n in self.brokers() if n != node and self.running(n)), None)
         if other is None:
             raise ClusterError("no other running node to change the controllers through")
         if op == "remove":
@@ -92,7 +92,7 @@ class KRaftCluster(KafkaCluster):
         """kafka-features through each running broker in turn until one answers, as an operator
         would (a broker cut from the controllers cannot: U3b ran it on the isolated one)."""
         error: ClusterError | None = None
-        for node in (n for n in BROKERS if self.running(n)):
+        for node in (n for n in self.brokers() if self.running(n)):
             try:
                 return self.exec(node, feature_command(f"{node}:{INTERNAL_PORT}", *args), timeout=120)[1]
             except ClusterError as e:
@@ -112,11 +112,11 @@ class KRaftCluster(KafkaCluster):
         return {"metadata.version": f"{release}-"}
 
     def nodes(self) -> list[str]:
-        return list(BROKERS)
+        return self.brokers()
 
     def voters(self) -> list[str]:
         """A static quorum (controller.quorum.voters): every node, whatever its state."""
-        return list(BROKERS)
+        return self.brokers()
 
     def role_nodes(self, name: str) -> list[str]:
         return self.voters() if name == "voters" else super().role_nodes(name)
@@ -131,8 +131,9 @@ class KRaftCluster(KafkaCluster):
                 return quorum_state(out) if code == 0 else None
             except (ValueError, RuntimeError):  # half-written, or docker exec timed out
                 return None
-        with ThreadPoolExecutor(len(BROKERS)) as pool:
-            return dict(zip(BROKERS, pool.map(read, BROKERS)))
+        nodes = self.brokers()
+        with ThreadPoolExecutor(len(nodes)) as pool:
+            return dict(zip(nodes, pool.map(read, nodes)))
 
     def quorum(self) -> bool:
         return quorum_leader(self.quorum_views(), self.voters()) is not None
@@ -207,7 +208,7 @@ class ElrReader:
 
     def _run(self, topic: str) -> None:
         try:
-            for node in BROKERS:  # the first broker that answers
+            for node in self.cluster.brokers():  # the first broker that answers
                 code, out = self.cluster.exec(node, topic_describe_command(f"{node}:{INTERNAL_PORT}", topic),
                                               check=False, timeout=30)
                 found = parse_elr(out, topic) if code == 0 else {}

@@ -7,7 +7,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.settings import closest, config_keys, raw_text
 from harness.brokers.kafka import values
-from harness.brokers.kafka.cluster import BROKERS, KafkaConfig
+from harness.brokers.kafka.cluster import KafkaConfig
 from harness.brokers.kafka.generations import ZOOKEEPER, has
 from harness.probes import spread_names
 from harness.spec import BaseScenario, BaseWorkload, Strict
@@ -194,7 +194,7 @@ class KafkaScenario(BaseScenario):
     def _combination_problems(self) -> list[str]:
         """Settings each valid alone that together leave nothing to test."""
         t, c, w, out = self.topic, self.cluster, self.workload, []
-        brokers = len(BROKERS)
+        brokers = c.brokers
         if t.replication_factor > brokers:
             out.append(f"topic.replication_factor: {t.replication_factor} is above the {brokers} brokers "
                        "(Kafka refuses to create the topic: INVALID_REPLICATION_FACTOR)")
