@@ -20,6 +20,7 @@ import glob
 import json
 import os
 import re
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypedDict
@@ -58,8 +59,10 @@ def stamp(precise: bool = False) -> str:
 
 
 def point_latest(link: Path, target: str) -> None:
-    """Swap ``link`` to ``target`` atomically (a reader never sees it missing)."""
-    tmp = link.with_name(link.name + ".tmp")
+    """Swap ``link`` to ``target`` atomically (a reader never sees it missing). The temporary
+    link's name is this call's own: two runs of a batch pointing ``results/latest`` at once
+    would otherwise remove or replace each other's."""
+    tmp = link.with_name(f"{link.name}.tmp.{os.getpid()}.{threading.get_ident()}")
     if tmp.is_symlink():
         tmp.unlink()
     tmp.symlink_to(target)
@@ -90,8 +93,9 @@ def finish_batch(d: Path) -> None:
 # ---- JSON files --------------------------------------------------------------------------
 
 def write_json(path: Path, data: Any) -> None:
-    """Atomically: a reader (or a crash) never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
+    """Atomically: a reader (or a crash) never sees half a file; two writers at once each
+    write their own temporary file (the last rename wins, whole)."""
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n")
     tmp.replace(path)
 

@@ -100,35 +100,3 @@ def test_a_throughput_probe_variant_naming_no_policy_or_a_mirrored_quorum_queue_
                           ({"queue_type": {"mirrored": "quorum"}}, "no ha- .mirroring. policy")):
         with pytest.raises(ScenarioError, match=words):
             parse(dict(data, probes={"throughput": dict(probe, **change)}), "bad")
-
-
-def test_confirm_latency_percentiles_by_nearest_rank():
-    from harness.brokers.rabbitmq.probes import confirm_latency, latency_measures
-
-    recs = [{"outcome": "ok", "t_invoke": 10.0, "t_complete": 10.0 + ms / 1000} for ms in range(100, 0, -1)]
-    recs += [{"outcome": "fail", "t_invoke": 1.0, "t_complete": 9.0}, {"outcome": "ok", "t_invoke": 1.0}]
-    # by hand: waits 1..100 ms; rank int(0.5 * 100) = 50 -> 51 ms, int(0.99 * 100) = 99 -> 100 ms
-    got = confirm_latency(recs)
-    assert got == {"p50": 51.0, "p99": 100.0, "n": 100}
-    assert confirm_latency([]) == {"p50": None, "p99": None, "n": 0}
-    m = latency_measures({"a": [got, {"p50": 3.0, "p99": 7.0, "n": 5}, {"p50": 5.0, "p99": 9.0, "n": 5}],
-                          "b": [{"p50": None, "p99": None, "n": 0}]})
-    assert m["confirm_latency_p50_ms"] == {"a": 5.0, "b": None} and m["confirm_latency_p99_ms"]["a"] == 9.0
-
-
-def test_a_synchronisation_lasts_from_its_start_to_complete_on_the_masters_log():
-    from harness.brokers.rabbitmq.observe import sync_durations
-
-    q = "Mirrored queue '{}' in vhost '/': Synchronising: "
-    log = "\n".join(f"2026-11-26T07:25:{s}Z 2026-11-26 07:25:{s}+00:00 [info] <0.1208.0> " + q.format(name) + what
-                    for s, name, what in (
-                        ("10.000000", "mqchaos", "0 messages to synchronise"),      # nothing to do: no figure
-                        ("10.100000", "mqchaos", "complete"),
-                        ("17.476699", "mqchaos", "62502 messages to synchronise"),
-                        ("17.476901", "mqchaos", "batch size: 4096"),
-                        ("18.662938", "other", "complete"),                          # another queue's
-                        ("19.849883", "mqchaos", "45056 messages"),
-                        ("20.693215", "mqchaos", "complete")))
-    # by hand: 20.693215 - 17.476699 = 3.216516 s
-    assert sync_durations({"rabbit1": log, "rabbit2": "nothing"}, "mqchaos") == [3.217]
-    assert sync_durations({"rabbit1": log}, "other") == []
