@@ -32,7 +32,7 @@ DERIVED_KEYS = {"lost_share", "lost_on_one_side", "unknown_lost"}
 # What the run loop measures for every broker (run.json measurements).
 RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s", "nodes_down_count", "redelivered_deliveries", "consumer_crashes",
             "consumer_cancels",
-            "consumers_silent", "at_risk", "unsynced_bytes_dropped"}
+            "consumers_silent", "at_risk", "unsynced_bytes_dropped", "read_after_heal"}
 # The checker's figures taken again over the effect window (the bare name) when the run has
 # one; ``whole_run.NAME`` keeps the checker's whole-run figure.
 WINDOWED_CHECKER_KEYS = ("unavailable_s", "unavailable_intervals", "unavailable_window")

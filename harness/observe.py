@@ -93,6 +93,8 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
     faults = [f for f in records if f.get("id")]
     m["faults_at"] = {f["id"]: {"start": f.get("t_start"), "end": f.get("t_end")} for f in faults}
     m.update(windows.at_risk(produce, consumed, m["faults_at"], w.effect))
+    if sc.live_consumers:
+        m["read_after_heal"] = windows.read_after_heal(produce, consumed, phases.get("heal"))
     # a power loss's evidence: the unsynced bytes its file system forgot (R18: a crash the
     # page cache survives proves nothing about fsync)
     dropped = [b for f in faults if f.get("fault") == "power_loss"

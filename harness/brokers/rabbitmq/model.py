@@ -376,10 +376,13 @@ class LinkSpec(Strict):
     # federated-exchange: each cluster's exchange federates the other's (seed 003: upstreams
     # both ways), each cluster has the queue bound, producers and consumers use every node
     bidirectional: bool = False
+    # federated-exchange: the producers' node list goes on with the downstream cluster, so
+    # when the upstream cluster goes they publish there (seed 003: replacing a cluster)
+    replace: bool = False
 
     @model_validator(mode="after")
     def _exchange_only(self) -> "LinkSpec":
-        for field in ("upstream_queue", "bidirectional"):
+        for field in ("upstream_queue", "bidirectional", "replace"):
             if getattr(self, field) and self.kind != "federated-exchange":
                 raise ValueError(f"link.{field}: a federated exchange's only")
         if self.bidirectional and self.upstream_queue:
@@ -455,6 +458,8 @@ class RabbitScenario(BaseScenario):
         if self.link:
             if self.link.bidirectional:
                 return list(NODES)
+            if side == "produce" and self.link.replace:  # the old cluster first, then the new
+                return [*self.link.upstream, *self.link.downstream]
             return list(self.link.upstream if side == "produce" else self.link.downstream)
         return list(self.cluster.sites[0]) if self.cluster.sites else list(NODES)
 
