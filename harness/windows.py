@@ -118,9 +118,9 @@ def logs_in(logs: dict[str, str], t0_unix: float | None, span: Span | None) -> d
 
 
 def read_after_heal(produce: list[dict], consume: list[dict], heal: float | None) -> int | None:
-    """Confirmed messages first read only after the heal began (seed 003, a cluster replaced
-    through federation: what the old cluster still held when it went, read only because the
-    harness brought it back). By message identity; None without a heal."""
+    """Messages confirmed before the heal began and first read only after it (seed 003, a
+    cluster replaced through federation: what the old cluster still held when it went, read
+    only because the harness brought it back). By message identity; None without a heal."""
     if heal is None:
         return None
     first: dict[str, float] = {}
@@ -128,7 +128,8 @@ def read_after_heal(produce: list[dict], consume: list[dict], heal: float | None
         m, t = r.get("msg_id"), r.get("t")
         if m and isinstance(t, (int, float)):
             first[m] = min(first.get(m, t), t)
-    return sum(1 for r in produce if r.get("outcome") == "ok" and first.get(r.get("msg_id"), -1.0) > heal)
+    return sum(1 for r in produce if r.get("outcome") == "ok" and isinstance(r.get("t_complete"), (int, float))
+               and r["t_complete"] <= heal and first.get(r.get("msg_id"), -1.0) > heal)
 
 
 def at_risk(produce: list[dict], consume: list[dict], faults_at: dict[str, dict], effect: Span | None) -> dict:

@@ -242,8 +242,11 @@ class RabbitProbes(Probes):
                                 window=t.window, size=t.message_size, persistent=t.persistent.get(name, True))
                 for i in range(t.publishers)]
         # consumers draining the queue at full speed while it is measured (seed 004's pressure)
+        # x-cancel-on-ha-failover is a mirrored queue's: a quorum queue refuses the consume
+        classic = t.queue_type.get(name, "classic") == "classic"
         cons = [RabbitConsumer(f"{name}-c{i}", eps[:1], queue, JsonlWriter(Path(f"{stem}-c{i}.jsonl")),
-                               self.ctx.clock, stop, prefetch=100) for i in range(t.consumers.get(name, 0))]
+                               self.ctx.clock, stop, prefetch=100, cancel_on_failover=classic)
+                for i in range(t.consumers.get(name, 0))]
         for w in cons:
             w.start()
         t0 = time.monotonic()
