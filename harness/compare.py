@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from harness import store
@@ -85,7 +86,7 @@ def load(path: str | Path) -> Comparison:
         data = read_yaml(path)
     except OSError as e:
         raise ComparisonError(f"{path}: cannot read: {e.strerror}") from None
-    except Exception as e:  # yaml's errors: the file, then its own words
+    except yaml.YAMLError as e:
         raise ComparisonError(f"{path}: not valid YAML: {e}") from None
     return parse(data, str(path))
 

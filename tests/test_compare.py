@@ -100,3 +100,12 @@ def test_a_throughput_probe_variant_naming_no_policy_or_a_mirrored_quorum_queue_
                           ({"queue_type": {"mirrored": "quorum"}}, "no ha- .mirroring. policy")):
         with pytest.raises(ScenarioError, match=words):
             parse(dict(data, probes={"throughput": dict(probe, **change)}), "bad")
+
+
+def test_a_comparison_file_that_is_not_yaml_is_refused_naming_the_file(tmp_path):
+    bad = tmp_path / "C9-bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(C.ComparisonError, match="C9-bad.yaml: not valid YAML"):
+        C.load(bad)
+    with pytest.raises(C.ComparisonError, match="cannot read"):
+        C.load(tmp_path / "missing.yaml")
