@@ -329,15 +329,11 @@ def _published_rows(batch_dir):
     return [r for _, rows in _published_batches(batch_dir) for r in rows]
 
 
-def _comparisons(batch_dir):
+def _comparisons(batches, ids):
     """Every comparison file (scenarios/comparisons) with its samples over the published
-    batches; a side naming no row of the catalogue is refused."""
+    ``batches``; a side naming no row of the catalogue (``ids``) is refused."""
     from harness import compare as C
-    from harness import rows as R
-    from harness.scenario import read
 
-    ids = {read(str(p)).get("id") for p in R.store.ROOT.glob(SCENARIO_FILES)}
-    batches = _published_batches(batch_dir)
     out = []
     for c in C.load_all():
         bad = C.unknown_rows(c, ids)
@@ -350,19 +346,20 @@ def _comparisons(batch_dir):
 def _claims_source(batch_dir):
     """The seed-claim table: every scenario's ``claims:``, every published batch's runs."""
     from harness import rows as R
+    from harness import compare as C
     from harness.scenario import read
     from harness.spec import SEED_CLAIMS
 
-    from harness import compare as C
-
-    rows = _published_rows(batch_dir)
-    scenarios = []
+    batches = _published_batches(batch_dir)  # read once: the rows and the comparisons' pairs
+    rows = [r for _, batch in batches for r in batch]
+    scenarios, ids = [], set()
     for path in sorted(R.store.ROOT.glob(SCENARIO_FILES)):
         data = read(str(path))
+        ids.add(data.get("id"))
         if data.get("claims"):
             scenarios.append((data.get("id"), data["name"], [int(c) for c in data["claims"]],
                               R.prediction_text(data.get("expect"), data.get("require"))))
-    for c, samples in _comparisons(batch_dir):  # a comparison's samples count as its runs
+    for c, samples in _comparisons(batches, ids):  # a comparison's samples count as its runs
         scenarios.append((c.id, c.name, c.claims, R.prediction_text(c.prediction(), {})))
         rows += C.sample_rows(c, samples)
     return R.claim_lines(scenarios, rows, SEED_CLAIMS), batch_dir, SEED_CLAIMS
@@ -371,9 +368,11 @@ def _claims_source(batch_dir):
 def _compare_source(batch_dir):
     """The comparison table: every comparison's samples over the published batches."""
     from harness import rows as R
+    from harness.scenario import read
 
+    ids = {read(str(p)).get("id") for p in R.store.ROOT.glob(SCENARIO_FILES)}
     lines, n = [], 0
-    for c, samples in _comparisons(batch_dir):
+    for c, samples in _comparisons(_published_batches(batch_dir), ids):
         left, factor, op, right = c.relation()
         times = f" × {factor:g}" if factor != 1 else ""
         for s in samples:
