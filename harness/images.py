@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from harness import brokers
+from harness.brokers import balancer
 from harness.brokers.generations import VERSION_LABEL, Generation, ImageSpec
 from harness.engine import apt_install, ensure_engine
 from harness.util import run, setup_logging
@@ -160,10 +161,19 @@ def images_to_build(kind: str, versions: list[str] | None = None) -> list[Genera
 
 
 def ensure_image(kind: str, generation: Generation, base_id: str, force: bool = False) -> str:
-    spec = brokers.get(kind).image
+    ref, built = ensure_spec(brokers.get(kind).image, generation, base_id, force, what=f"{kind} {generation.name}")
+    if built:
+        dump_config_keys(kind, ref, generation)
+    return ref
+
+
+def ensure_spec(spec: ImageSpec, generation: Generation, base_id: str, force: bool = False,
+                what: str = "") -> tuple[str, bool]:
+    """``spec``'s image for ``generation``, built if its inputs changed: (its ref, built now)."""
     digest = inputs_hash(spec, base_id, generation)
     ref = spec.ref(generation, digest)
-    if not force and image_id(ref):
+    built = force or not image_id(ref)
+    if not built:
         log.info("%s is up to date", ref)
     else:
         missing = [package for command, package in spec.tools if not shutil.which(command)]
@@ -171,13 +181,18 @@ def ensure_image(kind: str, generation: Generation, base_id: str, force: bool = 
             apt_install(missing)
         ctx = _prepare_context(spec, generation)
         t0 = time.monotonic()
-        log.info("building %s (%s %s on %s)", ref, kind, generation.name, generation.suite)
+        log.info("building %s (%s on %s)", ref, what or spec.repo, generation.suite)
         env = dict(os.environ, DOCKER_BUILDKIT="0")
         run(build_command(ref, digest, generation, ctx), timeout=1800, env=env)
         log.info("built %s in %.0fs", ref, time.monotonic() - t0)
-        dump_config_keys(kind, ref, generation)
     run(["docker", "tag", ref, spec.ref(generation)], timeout=60)
-    return ref
+    return ref, built
+
+
+def ensure_balancer(force: bool = False) -> str:
+    """The load balancer's image (harness.brokers.balancer: HAProxy from the default suite)."""
+    generation = Generation("default", default=True)
+    return ensure_spec(balancer.IMAGE, generation, ensure_base(generation.suite), force, what="load balancer")[0]
 
 
 def dump_config_keys(kind: str, ref: str, generation: Generation | None = None) -> Path:
@@ -203,6 +218,8 @@ def ensure_images(kinds: list[str] | None = None, force: bool = False,
             if g.suite not in bases:
                 bases[g.suite] = ensure_base(g.suite)
             out.setdefault(kind, {})[g.name] = ensure_image(kind, g, bases[g.suite], force=force)
+    if any("balancer" in brokers.get(k).settings_model.model_fields for k in kinds or brokers.KINDS):
+        out["balancer"] = {"haproxy": ensure_balancer(force)}
     return out
 
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.brokers import lazyfs
+from harness import store
+from harness.brokers import balancer, lazyfs
 from harness.brokers.containers import ContainerCluster, docker
 from harness.brokers.protocol import ClusterError
 from harness.brokers.generations import VERSION_LABEL, Generation, image_ref
 from harness.engine import compose_cmd
-from harness.util import run
+from harness.util import run, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 COMPOSE_DIR = ROOT / "compose"
@@ -136,6 +138,49 @@ class ComposeCluster(ContainerCluster):
 
     def power_off(self, nodes: list[str]) -> dict[str, Any]:
         return lazyfs.power_off(self, nodes)
+
+    # ---- a load balancer in front of the nodes (harness.brokers.balancer) --------------
+    # the port the balancer forwards to on each node; None: the broker's clients cannot go
+    # through one (a Kafka client is sent to each partition's leader by the metadata)
+    balancer_port: ClassVar[int | None] = None
+
+    def balancer_check(self) -> list[str]:
+        """HAProxy tcp-check lines that pass only on a node serving clients."""
+        return []
+
+    def balancer_name(self) -> str:
+        return f"{self.project}-{balancer.NAME}"
+
+    def balancer_endpoint(self) -> str | None:
+        """The one address the clients know when the settings ask for a balancer, else None."""
+        return f"127.0.0.1:{balancer.PORT}" if getattr(getattr(self, "config", None), "balancer", None) else None
+
+    def start_balancer(self, settings: balancer.Balancer, timeout: float = 60) -> None:
+        """HAProxy in front of the brokers (their addresses read from Docker), serving once
+        it takes connections."""
+        if self.balancer_port is None:
+            raise ClusterError(f"{self.kind}'s clients cannot go through a load balancer")
+        conf = self.state_dir / "balancer" / "haproxy.cfg"
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.write_text(balancer.config({n: self.address(n) for n in self.brokers()}, self.balancer_port,
+                                        self.balancer_check(), settings))
+        docker("rm", "-f", self.balancer_name(), check=False)
+        docker(*balancer.run_args(self.project, self.network_name(), conf,
+                                  image_ref(balancer.IMAGE.repo, Generation("default", default=True))), timeout=60)
+
+        def answers() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", balancer.PORT), timeout=1):
+                    return True
+            except OSError:
+                return False
+        wait_until(answers, timeout, "the load balancer takes connections", interval=0.5)
+
+    def collect_logs(self, run_dir: str | os.PathLike) -> None:
+        super().collect_logs(run_dir)
+        if self.balancer_endpoint() and docker("inspect", self.balancer_name(), check=False).returncode == 0:
+            out = Path(run_dir) / store.LOGS / f"{balancer.NAME}.log"
+            out.write_text(self.logs(self.balancer_name()))
 
     # ---- an upgrade: one node on another version's image, its data volume kept ---------
     def image_override(self) -> Path:

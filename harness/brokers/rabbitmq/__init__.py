@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from harness.brokers import balancer
 from harness.brokers.containers import docker
 from harness.brokers.generations import ImageSpec
 from harness.brokers.protocol import Broker
@@ -69,6 +70,8 @@ class RabbitMQ(Broker):
         m["sync_duration_s"] = max(syncs) if syncs else None
         if sc.queue.type == "quorum":
             m.update(sc.version_facts())
+        if sc.cluster.balancer:
+            m.update(balancer.removals(logs.get(balancer.NAME)))
         return m
 
     def probes(self, ctx: RunContext) -> RabbitProbes:

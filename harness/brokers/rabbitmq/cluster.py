@@ -17,6 +17,7 @@ from harness.brokers.compose import ComposeCluster
 from harness.brokers.containers import docker
 from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, PLACEMENT, RESTART_APP, SYNC, UPGRADE,
                                      ClusterError, Recorder, Steady)
+from harness.brokers.balancer import Balancer
 from harness.brokers.settings import Settings
 from harness.brokers.rabbitmq import ctl, mgmt, queues, recovery
 from harness.brokers.rabbitmq.ctl import parse_recoverable
@@ -54,6 +55,9 @@ class RabbitConfig(Settings):
     # always): a cluster as an older version left it, for a row that enables the rest under
     # load (issue 39: ``finalize``). None: every stable flag, RabbitMQ's default.
     feature_flags_on_init: list[str] | None = None
+    # HAProxy in front of the nodes, the clients' only address (seed 000, "Обеспечение
+    # связности клиентов"): harness.brokers.balancer
+    balancer: Balancer | None = None
 
     @field_validator("pause_if_all_down_nodes", mode="before")
     @classmethod
@@ -134,6 +138,7 @@ class RabbitCluster(ComposeCluster):
     fs_dirs = {"rabbit": "/var/lib/rabbitmq/mnesia"}  # RABBITMQ_MNESIA_BASE: queues, stores, metadata
     capabilities = CONTAINER_CAPABILITIES | {RESTART_APP, CORRUPT, MEMBERSHIP, UPGRADE, FEATURES, SYNC, PLACEMENT}
     roles = queues.ROLES
+    balancer_port = 5672
     # (path glob under the mnesia base, file name glob, newest per directory or overall)
     _DATA_FILES = {"wal": ("*/quorum/*", "*.wal", False), "segment": ("*/quorum/*", "*.segment", True),
                    "stream": ("*/stream/*", "*.segment", True),
@@ -287,6 +292,14 @@ class RabbitCluster(ComposeCluster):
             rest.remove("rabbit1")
         self._compose_up(rest)
         self.wait_healthy(self.config.healthy_timeout, must_run=NODES)
+        if self.config.balancer:
+            self.start_balancer(self.config.balancer)
+
+    def balancer_check(self) -> list[str]:
+        """A node serving AMQP answers the protocol header with connection.start (a frame
+        of class 10, method 10): a node paused by its partition handling has closed its
+        listener, a frozen one answers nothing, and either fails."""
+        return ["tcp-check connect", "tcp-check send-binary 414d515000000901", "tcp-check expect binary 000a000a"]
 
     def wait_healthy(self, timeout: float = 120, must_run: list[str] | None = None) -> None:
         """All nodes' containers run, every node sees all three running, no partitions."""

@@ -5,6 +5,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from harness.brokers import balancer
 from harness.brokers.rabbitmq import values
 from harness.brokers.rabbitmq.cluster import NODES, RabbitConfig
 from harness.brokers.rabbitmq.generations import (DELIVERY_LIMIT_DEFAULT, MIRRORED_QUEUES, MIRRORING_REMOVED,
@@ -622,4 +623,6 @@ class RabbitScenario(BaseScenario):
             names.add("upstream_queue_messages")
         if self.link is not None and self.link.bidirectional:
             names.add("missing_at_a_site")
+        if self.cluster.balancer is not None:
+            names |= balancer.MEASUREMENTS
         return names

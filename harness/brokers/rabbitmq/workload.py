@@ -21,9 +21,18 @@ def endpoints(cluster) -> list[Endpoint]:
     return out
 
 
+def balanced(cluster) -> list[Endpoint]:
+    """The load balancer, when the cluster has one: then the workload's only address."""
+    hp = cluster.balancer_endpoint()
+    if not hp:
+        return []
+    host, port = hp.rsplit(":", 1)
+    return [Endpoint("lb", host, int(port))]
+
+
 def producer_endpoints(cluster, sc) -> list[Endpoint]:
     """The scenario's producing side (RabbitScenario.client_nodes)."""
-    return [e for e in endpoints(cluster) if e.node in sc.client_nodes("produce")]
+    return balanced(cluster) or [e for e in endpoints(cluster) if e.node in sc.client_nodes("produce")]
 
 
 def declare(cluster, sc) -> None:
@@ -166,6 +175,8 @@ def producers(ctx: RunContext) -> list:
 def consumer_endpoints(ctx: RunContext) -> list[Endpoint]:
     """All nodes (with a link, the downstream cluster's), the ones `workload.consumer_nodes`
     names first (Q5: a follower's node; Q5b: a node outside the quorum queue's members)."""
+    if balanced(ctx.cluster):
+        return balanced(ctx.cluster)
     eps = [e for e in endpoints(ctx.cluster) if e.node in ctx.sc.client_nodes("consume")]
     want = ctx.sc.workload.consumer_nodes
     if not want:
