@@ -147,13 +147,22 @@ class Nemesis:
             path.unlink(missing_ok=True)
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        state = {"version": 1, "kind": self.cluster.kind, "project": self.cluster.project,
-                 "t0": self.clock.t0, "pid": os.getpid(), "active": [f.to_json() for f in self._active]}
+        for attempt in range(5):  # a slow step's details may grow in its own thread meanwhile
+            try:
+                text = json.dumps({"version": 1, "kind": self.cluster.kind, "project": self.cluster.project,
+                                   "t0": self.clock.t0, "pid": os.getpid(),
+                                   "active": [f.to_json() for f in list(self._active)]}, indent=1)
+                break
+            except RuntimeError:
+                if attempt == 4:
+                    raise
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
+        tmp.write_text(text)
         os.replace(tmp, path)  # atomic: a reader never sees half a state
 
     def _finish(self, f: F.Fault) -> None:
+        if f.t_end is not None and f not in self._active:
+            return  # finished already (a heal during a slow step): one record per fault
         f.t_end = self.clock.now()
         if f in self._active:
             self._active.remove(f)
@@ -225,17 +234,26 @@ class Nemesis:
             self._active.append(f)
             self._save_state()  # before any side effect: a crash mid-apply stays healable
             log.info("%s %s at t=%.1f", f.fault, f.targets, f.t_start)
-            try:
-                F.execute(self._ctx(), f, dict(st.params))
-            except BaseException as exc:
-                f.details["error"] = f"{type(exc).__name__}: {exc}"
-                raise
-            finally:
+            if not kind.slow:
+                self._execute(f, st)
+                return f
+        # a slow step (an operation, minutes of it) acts outside the lock: the faults and lifts
+        # due meanwhile go on (nemesis.scheduler's operations lane); it is recorded all the same
+        self._execute(f, st)
+        return f
+
+    def _execute(self, f: F.Fault, st: Step) -> None:
+        try:
+            F.execute(self._ctx(), f, dict(st.params))
+        except BaseException as exc:
+            f.details["error"] = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            with self._lock:
                 if f.instant and not f.pending():
                     self._finish(f)
                 else:
                     self._save_state()
-            return f
 
     def _close_step(self, st: Step, key: str) -> None:
         """A step that ends earlier faults: ``key`` is the undo key it lifts (F.ALL: a heal)."""

@@ -574,6 +574,15 @@ class FaultType:
     drawn: Mapping[str, Any] | None = None
     operation: bool = False  # an operator's change (issue 39), not a fault: its evidence is published
     does: str = ""  # what it does, in a few words (errors)
+    # a step that may take minutes (an operation, a restart waited for): run on the schedule's
+    # operations lane, so the faults and lifts due meanwhile keep their times
+    slow: bool = False
+
+    def __post_init__(self) -> None:
+        if self.operation:
+            object.__setattr__(self, "slow", True)
+        if self.slow and self.undo_key is not None:
+            raise ValueError(f"{self.name}: a slow step must be instant (the lane lifts nothing)")
 
 
 def _registry(*types: FaultType) -> dict[str, FaultType]:
@@ -631,11 +640,11 @@ FAULT_TYPES: dict[str, FaultType] = _registry(
     FaultType("start", closes="start", default_targets="all", needs=frozenset({START}), does="starts nodes"),
     FaultType("unpause", closes="unpause", default_targets="all", needs=frozenset({PAUSE}), does="thaws nodes"),
     FaultType("restart", plan_nodes, _each(_rolling, _restarted), needs=frozenset({STOP, START}),
-              does="restarts the nodes"),
+              slow=True, does="restarts the nodes"),
     FaultType("restart_app", plan_nodes, _each(_restart_app, _done),
               needs=frozenset({RESTART_APP}), does="restarts the broker application"),
     FaultType("rolling_restart", plan_nodes, _each(_rolling, _restarted), default_targets="brokers",
-              needs=frozenset({STOP, START}), does="restarts the nodes one by one"),
+              needs=frozenset({STOP, START}), slow=True, does="restarts the nodes one by one"),
     FaultType("heal", closes=ALL, does="lifts every fault"),
 )
 

@@ -2,18 +2,25 @@
 after it started, a step with ``when`` applied once its state holds (or failed when it never
 does). Apart from the faults themselves (Jepsen's generator/interpreter.clj runs generators
 apart from the nemesis): the scheduler only asks the nemesis to apply and end faults.
+
+A slow step (``FaultType.slow``: an operator's change, a restart waited for) runs on an
+operations lane, one thread taking them in their order, so that a rolling upgrade or a
+finalize retrying for a minute does not hold back the faults and lifts due meanwhile (U3b's
+cut lasted far longer than its 20 s while a finalize ran; M4's kill came only once a removal
+had returned). Slow steps still follow one another: the next waits for the one before.
 """
 from __future__ import annotations
 
 import dataclasses
 import heapq
 import logging
+import queue as queues
 import threading
 import time
 from typing import Any, Protocol
 
 from harness.brokers.protocol import Cluster
-from nemesis.faults import Fault
+from nemesis.faults import FAULT_TYPES, Fault
 from nemesis.schedule import Step, bound_ref, is_bound, parse
 from nemesis.targets import resolve
 
@@ -49,6 +56,8 @@ class Scheduler:
         self.stop = stop
         self.on_error = on_error
         self.hit: dict[str, list[str]] = {}  # a labelled step -> the nodes it hit (choreographies)
+        self._lane: queues.Queue | None = None  # the slow steps waiting their turn
+        self._lane_thread: threading.Thread | None = None
 
     def run(self, steps: Any, duration: float | None = None) -> None:
         """See ``Nemesis.run``."""
@@ -77,6 +86,9 @@ class Scheduler:
             if cond is not None and not cond:
                 heapq.heappush(queue, (time.monotonic() + POLL, key, action, obj))
                 continue
+            if is_slow(obj):
+                self._to_lane(obj, cond)
+                continue
             f = self._apply_step(obj, cond)
             if f is not None and obj.duration is not None and f in self.nem.active_faults():
                 seq += 1
@@ -86,8 +98,35 @@ class Scheduler:
         for _, key, action, obj in queue:
             if action == "apply" and key in deadlines:
                 self._apply_step(obj, self._ready(obj, key, deadlines, cut_short=True))
-        if end is not None:
-            self._wait_until(end)
+        if end is not None and self._wait_until(end):
+            return
+        self._drain_lane()
+
+    # ---- the operations lane ----------------------------------------------------------
+    def _to_lane(self, st: Step, cond: dict | None) -> None:
+        if self._lane is None:
+            self._lane = queues.Queue()
+            self._lane_thread = threading.Thread(target=self._run_lane, name="nemesis-operations", daemon=True)
+            self._lane_thread.start()
+        self._lane.put((st, cond))
+
+    def _run_lane(self) -> None:
+        assert self._lane is not None
+        while (item := self._lane.get()) is not None:
+            if not self._stopped():  # a stopped run's later operations do not start
+                self._apply_step(*item)
+
+    def _drain_lane(self) -> None:
+        """Until the slow steps already started or queued are over (each bounded by its own
+        timeouts), or the run is stopped: the heal must not race an operation."""
+        if self._lane is None or self._lane_thread is None:
+            return
+        self._lane.put(None)
+        while self._lane_thread.is_alive() and not self._stopped():
+            self._lane_thread.join(0.2)
+
+    def _stopped(self) -> bool:
+        return self.own_stop.is_set() or (self.stop is not None and self.stop.is_set())
 
     def _ready(self, st: Step, key: int, deadlines: dict[int, float], cut_short: bool = False) -> dict:
         """What a step's ``when`` found: {} to look again later. Past its ``within``, or
@@ -118,7 +157,7 @@ class Scheduler:
     def _wait_until(self, when: float) -> bool:
         """Wait for a scheduled time; True if told to stop first."""
         while True:
-            if self.own_stop.is_set() or (self.stop is not None and self.stop.is_set()):
+            if self._stopped():
                 return True
             left = when - time.monotonic()
             if left <= 0:
@@ -157,6 +196,11 @@ class Scheduler:
                                 "details": {"spec": st.targets, "params": st.params, "when": condition,
                                             "error": f"{type(exc).__name__}: {exc}"}})
             return failed[-1] if failed else None
+
+
+def is_slow(st: Step) -> bool:
+    kind = FAULT_TYPES.get(st.fault)
+    return bool(kind and kind.slow)
 
 
 def _struck(f: Fault) -> list[str]:
