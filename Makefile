@@ -122,9 +122,16 @@ matrix: engine
 
 # Nightly: the catalogue NIGHTLY_REPEAT times, with results/nightly/<ts>/junit.xml. A run
 # whose harness failed is retried once and reported as an error, never as a finding.
+# NIGHTLY_SHARD=I/N runs shard I of N (harness/batch/shard.py), and `make nightly-merge
+# NIGHTLY_MERGE="dir ..."` makes the shards' summaries one (the nightly workflow's last job).
 NIGHTLY_REPEAT ?= 1
+NIGHTLY_SHARD ?=
 nightly: images
-	$(MQCHAOS) catalogue --kind nightly --repeat $(NIGHTLY_REPEAT)
+	$(MQCHAOS) catalogue --kind nightly --repeat $(NIGHTLY_REPEAT) $(if $(NIGHTLY_SHARD),--shard $(NIGHTLY_SHARD))
+
+.PHONY: nightly-merge
+nightly-merge: venv
+	$(MQCHAOS) catalogue --kind nightly $(foreach d,$(NIGHTLY_MERGE),--merge $(d))
 
 # Spark over many runs (checkers/trend.py, harness/trend_report.py, docs/nightly.md): every
 # run below ANALYZE_RESULTS in one Spark job -> ANALYZE_OUT/{runs.parquet,summary.md,

@@ -135,6 +135,16 @@ def validate(scenario_files, versions):
     sys.exit(EXIT_UNKNOWN if bad else EXIT_VALID)
 
 
+def _shard(ctx, param, value):
+    """catalogue --shard: (I, N), or None."""
+    from harness.batch.shard import parse
+
+    try:
+        return parse(value) if value else None
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
 @main.command()
 @click.option("--only", default=None, help="Comma-separated ids or names, e.g. R2,K7 (R5 picks R5a, R5b).")
 @click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True)
@@ -146,9 +156,12 @@ def validate(scenario_files, versions):
               help="Run nothing: merge these catalogue result directories (later ones win) into one summary.")
 @click.option("--from-runs", is_flag=True,
               help="Run nothing: the arguments are run directories (already checked); summarise them.")
+@click.option("--shard", default=None, metavar="I/N", callback=_shard,
+              help="Run shard I of N: the rows split N ways by their last published wall time "
+                   "(harness/batch/shard.py); merge the shards' directories with --merge.")
 @VERSION
 @click.argument("scenario_files", nargs=-1)
-def catalogue(only, repeat, retries, kind, master, merge_dirs, from_runs, versions, scenario_files):
+def catalogue(only, repeat, retries, kind, master, merge_dirs, from_runs, shard, versions, scenario_files):
     """Run the scenario catalogue (default scenarios/*.yaml); summary.md/json and junit.xml
     under results/<kind>/<timestamp>/. Exit 0 all valid, 1 anomalies, 2 undecided or harness
     errors (merged by harness/verdicts.py: any 1 makes 1, else any 2 makes 2)."""
@@ -170,7 +183,7 @@ def catalogue(only, repeat, retries, kind, master, merge_dirs, from_runs, versio
 
     sys.exit(run_batch(only.split(",") if only else None, repeat,
                        [Path(f) for f in scenario_files] or None, kind=kind, retries=retries,
-                       master=master, versions=versions))
+                       master=master, versions=versions, shard=shard))
 
 
 def _matrix_versions(ctx, param, values) -> dict[str, list[str]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from harness import rows as R
+from harness.batch import shard as shards
 from harness.scenario import Scenario, ScenarioError, load, parse, read
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
@@ -111,12 +112,19 @@ def interleave(jobs: list, kind=lambda job: job[0].broker) -> list:
 
 
 def plan(only: list[str] | None = None, repeat: int = 1, files: list[Path] | None = None, sort: bool = True,
-         versions: Versions | None = None) -> tuple[list[tuple[Scenario, int, int]], list[Bad]]:
+         versions: Versions | None = None, shard: tuple[int, int] | None = None
+         ) -> tuple[list[tuple[Scenario, int, int]], list[Bad]]:
     """A batch's jobs, (scenario, repeat, position in the table), in the order they run, and
     the files that did not load (``select``'s arguments). Jobs whose claim the version lacks
     go first (no cluster: they only write their directory); the rest are ``interleave``d by
-    broker. The table's order (position): by repeat, then scenario, then version."""
+    broker. The table's order (position): by repeat, then scenario, then version. ``shard``
+    (I, N): only the scenarios of shard I (harness.batch.shard; a file that did not load is
+    shard 1's to report)."""
     scenarios, invalid = select(files or sorted(SCENARIO_DIR.glob("*.yaml")), only, sort, versions)
+    if shard is not None:
+        keep = set(shards.pick(list(dict.fromkeys(sc.name for sc in scenarios)), shard))
+        scenarios = [sc for sc in scenarios if sc.name in keep]
+        invalid = invalid if shard[0] == 1 else []
     jobs = [(sc, rep, pos) for pos, (rep, sc) in enumerate((rep, sc) for rep in range(repeat) for sc in scenarios)]
     instant = [j for j in jobs if j[0].not_applicable()]
     return instant + interleave([j for j in jobs if not j[0].not_applicable()]), invalid

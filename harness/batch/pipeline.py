@@ -161,13 +161,13 @@ def run_batch(only: list[str] | None = None, repeat: int = 1, files: list[Path] 
               results: Path | None = None, kind: str = "catalogue", retries: int = 1,
               master: str | None = None, keep_cluster: bool = False, sort: bool = True,
               table: str = "summary.md", echo=print, versions: Versions | None = None,
-              matrix: bool = False) -> int:
+              matrix: bool = False, shard: tuple[int, int] | None = None) -> int:
     """Run the scenarios (``files``, default every file in scenarios/; ``only`` picks rows;
     in catalogue order unless not ``sort``; ``versions``: --version, by broker, or with
     ``matrix`` a list of versions per broker, ``select``), overlapped by a ``Pipeline`` and
     checked in one Spark session, write the batch's summary (and the matrix's table) and
     echo its ``table``; return the merged exit code."""
-    jobs, invalid = plan(only, repeat, files, sort, versions)
+    jobs, invalid = plan(only, repeat, files, sort, versions, shard)
     for b in invalid:
         log.warning(b.error if b.version is None else f"{b.scenario} on {b.broker} {b.version}: refused: {b.reason}")
     out = store.new_batch_dir(kind, results)
