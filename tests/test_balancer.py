@@ -47,13 +47,19 @@ LOG = """\
 2026-11-26T15:19:31.001000000Z [WARNING]  (1) : Server balanced/rabbit3 is UP, reason: Layer7 check passed, code: 0, check duration: 2ms. 3 active and 0 backup servers online. 0 sessions requeued, 0 total in queue.
 2026-11-26T15:19:40.500000000Z [WARNING]  (1) : Server balanced/rabbit2 is DOWN, reason: Layer7 timeout, check duration: 501ms. 2 active and 0 backup servers left.
 2026-11-26T15:19:41.000000000Z [NOTICE]   (1) : haproxy version is 2.6.12
+2026-11-26T15:19:20.873000000Z Server balanced/rabbit3 is DOWN, reason: Layer4 connection problem (the log's copy)
+2026-11-26T15:19:21.000000000Z 172.28.10.1:43028 [26/Nov/2026:15:18:00.675] balanced balanced/rabbit3 1/0/80325 51234 SD 7/7/6/2/0 0/0
+2026-11-26T15:19:21.100000000Z 172.28.10.1:43030 [26/Nov/2026:15:18:00.701] balanced balanced/rabbit3 1/0/80401 50022 SD 6/6/5/1/0 0/0
+2026-11-26T15:19:22.000000000Z 172.28.10.1:43090 [26/Nov/2026:15:19:21.500] balanced balanced/<NOSRV> -1/-1/0 0 SC 1/1/0/0/0 0/0
+2026-11-26T15:19:45.000000000Z 172.28.10.1:43044 [26/Nov/2026:15:18:00.720] balanced balanced/rabbit2 1/0/104280 61234 SD 5/5/4/1/0 0/0
 """
 
 
 def test_removals_counts_each_server_taken_out_and_put_back():
     got = balancer.removals(LOG)
+    # each state change once (the stderr copy), the sessions by the node they ended on
     assert got == {"balancer_removed": ["rabbit2", "rabbit3"], "balancer_removed_count": 2,
-                   "balancer_restored_count": 1}
+                   "balancer_restored_count": 1, "balancer_sessions_ended": {"rabbit2": 1, "rabbit3": 2}}
     assert balancer.removals(None)["balancer_removed_count"] == 0
     assert set(got) == balancer.MEASUREMENTS
 
@@ -62,6 +68,7 @@ def test_only_a_broker_whose_clients_can_go_through_one_takes_a_balancer(tmp_pat
     sc = scenario.load(R48)
     assert sc.cluster.balancer == balancer.Balancer()
     assert balancer.MEASUREMENTS <= sc.measurement_names()
+    assert {"balancer_sessions_ended.rabbit1", "balancer_sessions_ended.rabbit3"} <= sc.measurement_names()
     kafka = tmp_path / "k.yaml"
     kafka.write_text("name: k\nbroker: kafka\ncluster: {balancer: {}}\ntopic: {name: t}\nnemesis: []\n"
                      "expect: {lost: 0}\n")
@@ -114,5 +121,11 @@ def test_haproxy_accepts_the_config_and_its_log_says_what_it_removed(tmp_path):
         got = wait_until(lambda: (r := balancer.removals(docker("logs", "--timestamps", name).stderr))
                          ["balancer_removed_count"] >= 2 and r, 30, "HAProxy took both servers out")
         assert got["balancer_removed"] == ["rabbit1", "rabbit2"]
+        # a client turned away with no server left: HAProxy's own session line, at no node
+        docker("exec", name, "bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{balancer.PORT}; exec 3>&-", check=False)
+        logs = wait_until(lambda: (p := docker("logs", "--timestamps", name)) and "<NOSRV>" in p.stdout and p, 30,
+                          "HAProxy logged the session")
+        assert balancer.removals(logs.stdout + logs.stderr)["balancer_sessions_ended"] == {}
+        assert balancer.removals(logs.stdout + logs.stderr)["balancer_removed_count"] == 2
     finally:
         docker("rm", "-f", name, check=False)

@@ -45,7 +45,10 @@ def config(servers: dict[str, str], port: int, check: list[str], settings: Balan
     lines = [
         "global",
         "  maxconn 2000",
+        "  log stdout format raw local0",  # each client session, logged as it ends: which node it was on
         "defaults",
+        "  log global",
+        "  option tcplog",
         "  mode tcp",
         f"  timeout connect {settings.connect_timeout_ms}ms",
         f"  timeout check {settings.interval_ms}ms",
@@ -72,18 +75,34 @@ def run_args(project: str, network: str, conf: Path, image: str) -> list[str]:
             "-v", f"{conf}:{CONF_IN_CONTAINER}:ro", image, "haproxy", "-db", "-f", CONF_IN_CONTAINER]
 
 
-# HAProxy's own line when a check takes a server out or puts it back (stderr, in the
-# foreground), after Docker's timestamp: "... Server balanced/rabbit3 is DOWN, reason: ..."
-_STATE = re.compile(r"^(\S+) .*Server balanced/(\S+) is (DOWN|UP)\b", re.M)
+# HAProxy's own line when a check takes a server out or puts it back, after Docker's
+# timestamp; the stderr copy ("[WARNING]"), as the log's copy says the same again:
+# "... [WARNING]  (1) : Server balanced/rabbit3 is DOWN, reason: ..."
+_STATE = re.compile(r"^\S+ \[WARNING\]\s+\(\d+\) : Server balanced/(\S+) is (DOWN|UP)\b", re.M)
+# A client session's line (option tcplog), written when it ends: client [accept date]
+# frontend backend/server Tw/Tc/Tt bytes termination-state ...
+_SESSION = re.compile(r"^\S+ \S+ \[[^\]]+\] balanced balanced/(\S+) \S+ \S+ (\S+) ", re.M)
 
 
 def removals(log: str | None) -> dict[str, Any]:
-    """What the balancer's log (windowed as any node's) says it did: the servers it took
-    out of its rotation, and how many times it did."""
-    events = [(m.group(2), m.group(3)) for m in _STATE.finditer(log or "")]
+    """What the balancer's log (windowed as any node's) says: the servers it took out of its
+    rotation and how many times, and the client sessions that ended, by the node they were on
+    (the clients a fault on that node reached: evidence that it had any)."""
+    text = log or ""
+    events = [(m.group(1), m.group(2)) for m in _STATE.finditer(text)]
     down = [s for s, state in events if state == "DOWN"]
+    ended: dict[str, int] = {}
+    for m in _SESSION.finditer(text):
+        if m.group(1) != "<NOSRV>":
+            ended[m.group(1)] = ended.get(m.group(1), 0) + 1
     return {"balancer_removed": sorted(set(down)), "balancer_removed_count": len(down),
-            "balancer_restored_count": sum(1 for _, state in events if state == "UP")}
+            "balancer_restored_count": sum(1 for _, state in events if state == "UP"),
+            "balancer_sessions_ended": dict(sorted(ended.items()))}
 
 
-MEASUREMENTS = {"balancer_removed", "balancer_removed_count", "balancer_restored_count"}
+MEASUREMENTS = {"balancer_removed", "balancer_removed_count", "balancer_restored_count", "balancer_sessions_ended"}
+
+
+def measurement_names(nodes: list[str]) -> set[str]:
+    """What a run with a balancer measures, each node's count of ended sessions by name."""
+    return MEASUREMENTS | {f"balancer_sessions_ended.{n}" for n in nodes}

@@ -624,5 +624,5 @@ class RabbitScenario(BaseScenario):
         if self.link is not None and self.link.bidirectional:
             names.add("missing_at_a_site")
         if self.cluster.balancer is not None:
-            names |= balancer.MEASUREMENTS
+            names |= balancer.measurement_names(list(NODES))
         return names
