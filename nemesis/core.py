@@ -247,6 +247,7 @@ class Nemesis:
             F.execute(self._ctx(), f, dict(st.params))
         except BaseException as exc:
             f.details["error"] = f"{type(exc).__name__}: {exc}"
+            exc.nemesis_fault = f  # type: ignore[attr-defined] - recorded already: the scheduler writes no second record
             raise
         finally:
             with self._lock:

@@ -190,6 +190,9 @@ class Scheduler:
                 raise
             t = self.nem.clock.now()
             log.error("step %s %r failed: %s", st.fault, st.targets, exc)
+            known = getattr(exc, "nemesis_fault", None)
+            if known is not None:  # the fault itself holds the error (and, once over, its record)
+                return known
             failed = [f for f in self.nem.active_faults() if f.details.get("error")]
             if not failed:
                 self.nem.write({"fault": st.fault, "targets": [], "t_start": t, "t_end": t,

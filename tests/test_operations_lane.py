@@ -75,3 +75,16 @@ def test_a_slow_kind_lifts_nothing():
         F.FaultType("x", F.plan_nodes, lambda *a: None, "start", slow=True)
     assert F.FAULT_TYPES["upgrade"].slow and F.FAULT_TYPES["rolling_restart"].slow
     assert not F.FAULT_TYPES["kill"].slow and not F.FAULT_TYPES["partition"].slow
+
+
+def test_a_failed_slow_step_is_recorded_once(tmp_path, monkeypatch):
+    def failing(ctx, f, params):
+        raise RuntimeError("the request timed out")
+
+    monkeypatch.setitem(F.FAULT_TYPES, "slow_op", F.FaultType("slow_op", F.plan_nodes, failing, operation=True))
+    with Nemesis(FakeRabbit(tmp_path), tmp_path, clock=RunClock(), settle=0, handle_signals=False) as nem:
+        nem.run([Step(0.0, "slow_op", "rabbit2")])
+    recs = [json.loads(x) for x in (tmp_path / LOG_FILE).read_text().splitlines()]
+    ops = [r for r in recs if r["fault"] == "slow_op"]
+    assert len(ops) == 1 and ops[0]["targets"] == ["rabbit2"]
+    assert "the request timed out" in ops[0]["details"]["error"]
