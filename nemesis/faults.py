@@ -12,6 +12,7 @@ default targets, the capabilities a broker must have, the load-time target check
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -366,7 +367,7 @@ def plan_features(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
 
 
 def _finalize(ctx: Ctx, f: Fault, params: dict) -> None:
-    want = ctx.cluster.finalize_features(params)
+    want = _asked_again(ctx, f, lambda: ctx.cluster.finalize_features(params), float(params.get("retry_s", 0)))
     after, reached = _shown(ctx.cluster.features,
                             lambda seen: all(str(seen.get(k, "")).startswith(v) for k, v in want.items()),
                             float(params.get("timeout", 60)), "the feature level to be raised", 1.0)
@@ -375,6 +376,21 @@ def _finalize(ctx: Ctx, f: Fault, params: dict) -> None:
                if f.details["features_before"].get(k) != v}
     # a level already there changes nothing: the run would not test the change it names
     prove(f, {"wanted": want, "features_after": after, "changed": changed}, reached and bool(changed))
+
+
+def _asked_again(ctx: Ctx, f: Fault, ask: Callable[[], Any], retry_s: float, pause_s: float = 5.0) -> Any:
+    """An operator's command refused by the broker, asked again every ``pause_s`` until
+    ``retry_s`` have passed (0: asked once), as an operator would once the cluster looks
+    healthier; each refusal is kept as evidence (``refused``)."""
+    deadline = time.monotonic() + retry_s
+    while True:
+        try:
+            return ask()
+        except Exception as exc:  # noqa: BLE001 - the broker's refusal, kept; the last one raised
+            f.details.setdefault("refused", []).append({"t": ctx.now(), "error": f"{type(exc).__name__}: {exc}"[:500]})
+            if time.monotonic() + pause_s > deadline:
+                raise
+            time.sleep(pause_s)
 
 
 # ---- executing: each acts, then records the evidence that it took effect ---------------------

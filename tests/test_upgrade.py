@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from nemesis import faults
+
 from fakes import FakeRabbit
 from harness import brokers
 from harness.brokers.kafka import kraft
@@ -95,6 +97,34 @@ def test_finalize_is_proved_by_the_levels_it_changed(tmp_path):
     with Nemesis(stays, tmp_path / "s", clock=RunClock(), settle=0, handle_signals=False) as nem:
         f = nem.apply("finalize", timeout=0.2)
     assert f.details["effective"] is False  # the tool answered, the level stayed
+
+
+class RefusingFirst(VersionedRabbit):
+    """A broker that refuses the feature change ``refusals`` times (a voter unreachable),
+    then takes it."""
+
+    def __init__(self, tmp_path, refusals):
+        super().__init__(tmp_path)
+        self.refusals = refusals
+
+    def finalize_features(self, params):
+        if self.refusals:
+            self.refusals -= 1
+            raise RuntimeError("Invalid upgrade of kraft.version: not all of the voters support it")
+        return super().finalize_features(params)
+
+
+def test_finalize_asks_again_within_retry_s_and_keeps_each_refusal(tmp_path, monkeypatch):
+    monkeypatch.setattr(faults.time, "sleep", lambda s: None)  # the pause between asks
+    c = RefusingFirst(tmp_path, refusals=2)
+    with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False) as nem:
+        f = nem.apply("finalize", retry_s=60)
+    assert f.details["effective"] is True and len(f.details["refused"]) == 2
+    assert "not all of the voters" in f.details["refused"][0]["error"]
+    once = RefusingFirst(tmp_path, refusals=1)  # without retry_s, asked once: the refusal is the step's error
+    with Nemesis(once, tmp_path / "o", clock=RunClock(), settle=0, handle_signals=False) as nem:
+        with pytest.raises(RuntimeError, match="voters"):
+            nem.apply("finalize")
 
 
 def test_same_release_reads_the_nodes_own_version_strings():
