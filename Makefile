@@ -62,8 +62,12 @@ down: venv
 bench-cluster: images
 	$(PY) -m bench.cluster_bench $(BENCH_ARGS)
 
+# Each bench's newest figure against its committed baseline (bench/guard.py, bench/baseline/
+# baseline.json): a regression beyond the noise band fails the target loudly; a result of
+# other sizes than the baseline's is not compared (exit 2, let through).
 bench: venv
 	$(PY) -m bench.checker_bench $(BENCH_ARGS)
+	$(PY) -m bench.guard checker || [ $$? -eq 2 ]
 	$(PY) -m bench.log_bench $(LOG_BENCH_ARGS)
 	$(PY) -m bench.cycle_bench $(CYCLE_BENCH_ARGS)
 
@@ -150,6 +154,7 @@ analyze: venv
 # cluster runs hold. BENCH_ARGS="--runs 20 --messages 10000" for a quick one.
 bench-analyze: venv
 	flock /tmp/mqchaos-cpu.lock $(PY) -m bench.analyze_bench $(BENCH_ARGS)
+	$(PY) -m bench.guard analyze || [ $$? -eq 2 ]
 
 # False-positive soak (issue 14; benchmark-style, not in `make test`): SOAK_RUNS runs each of a
 # quorum queue and Kafka acks=all / min.insync.replicas=2 under partitions and kills, scenarios in

@@ -1,0 +1,104 @@
+"""The performance guard (issue 42): a bench's newest figure against its committed baseline.
+
+    python -m bench.guard checker          # the newest bench/results/checker-*.json
+    python -m bench.guard analyze FILE     # a given result
+
+bench/baseline/baseline.json names, per bench, the result files that form its baseline
+(repeated runs of one code, same sizes; copies committed beside it, bench/results/ being
+git-ignored), the figure compared (a dotted path into a
+result) and the sizes that must match. The noise band comes from those runs themselves:
+three times their relative range (max - min over the median), at least 5 %; a figure above
+median x (1 + band) is a regression, reported loudly (a banner on stderr) and exit 1. A
+result whose sizes differ from the baseline's is not compared (exit 2: nothing decided).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BASELINE = Path(__file__).resolve().parent / "baseline" / "baseline.json"
+MIN_BAND = 0.05
+
+
+def figure(result: Any, path: str, match: dict[str, Any]) -> float | None:
+    """The figure at ``path`` (dots) of the result entry whose fields equal ``match``; a
+    result file holds one entry or a list of them (one per size)."""
+    for entry in result if isinstance(result, list) else [result]:
+        if not isinstance(entry, dict) or any(entry.get(k) != v for k, v in match.items()):
+            continue
+        value: Any = entry
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def band(values: list[float]) -> float:
+    """The relative noise band the repeated runs allow."""
+    mid = median(values)
+    return max(3 * (max(values) - min(values)) / mid, MIN_BAND) if mid > 0 else MIN_BAND
+
+
+def judge(current: float | None, values: list[float]) -> dict[str, Any]:
+    """{"regressed": True/False/None, "baseline_s", "band", "limit_s", "current_s", "ratio"}."""
+    if current is None or not values:
+        return {"regressed": None, "current_s": current, "baseline_s": median(values) if values else None}
+    mid, b = median(values), band(values)
+    limit = mid * (1 + b)
+    return {"regressed": current > limit, "current_s": round(current, 3), "baseline_s": round(mid, 3),
+            "band": round(b, 4), "limit_s": round(limit, 3), "ratio": round(current / mid, 3)}
+
+
+def baseline_values(spec: dict[str, Any], where: Path = BASELINE.parent) -> list[float]:
+    out = []
+    for name in spec["runs"]:
+        v = figure(json.loads((where / name).read_text()), spec["figure"], spec.get("match", {}))
+        if v is not None:
+            out.append(v)
+    return out
+
+
+def check(bench: str, result_file: Path, baseline_file: Path = BASELINE) -> dict[str, Any]:
+    spec = json.loads(baseline_file.read_text())[bench]
+    values = baseline_values(spec, baseline_file.parent)
+    current = figure(json.loads(result_file.read_text()), spec["figure"], spec.get("match", {}))
+    return {"bench": bench, "result": result_file.name, "figure": spec["figure"], **judge(current, values)}
+
+
+def banner(out: dict[str, Any]) -> str:
+    if out["regressed"] is None:
+        return (f"bench {out['bench']}: {out['result']} not compared ({out['figure']} missing, or sizes other "
+                f"than the baseline's)")
+    line = (f"{out['figure']} {out['current_s']} s against the baseline's median {out['baseline_s']} s "
+            f"(x{out['ratio']}; the noise band allows up to {out['limit_s']} s, +{out['band']:.0%})")
+    if not out["regressed"]:
+        return f"bench {out['bench']}: within the noise band: {line}"
+    bar = "!" * 78
+    return f"{bar}\nPERFORMANCE REGRESSION in bench {out['bench']} ({out['result']}):\n{line}\n{bar}"
+
+
+def newest(bench: str, results: Path = RESULTS) -> Path:
+    files = sorted(results.glob(f"{bench}-*.json"))
+    if not files:
+        raise SystemExit(f"no bench/results/{bench}-*.json to compare")
+    return files[-1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("bench", help="a name in bench/baseline/baseline.json (checker, analyze)")
+    ap.add_argument("result", nargs="?", type=Path, help="the result file (default: the newest)")
+    args = ap.parse_args(argv)
+    out = check(args.bench, args.result or newest(args.bench), BASELINE)
+    print(banner(out), file=sys.stderr if out["regressed"] else sys.stdout)
+    return {True: 1, False: 0, None: 2}[out["regressed"]]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
