@@ -257,12 +257,31 @@ def plan_member(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
 
 def _change_members(ctx: Ctx, f: Fault, params: dict) -> None:
     add, subject = f.fault.startswith("add_"), _members_of(ctx, f)
-    for node in f.targets:
+    def ask(node: str) -> None:
+        if f.details.get("refused"):  # asked before: a timed-out request may have gone through
+            now = _members_now(ctx, subject)
+            if isinstance(now, list) and (node in now) == add:
+                return
         ctx.cluster.change_member("add" if add else "remove", node, subject)
+
+    for node in f.targets:
+        try:
+            _asked_again(ctx, f, lambda n=node: ask(n), float(params.get("retry_s", 0)))
+        except Exception:
+            # whether the broker made the change anyway (a timed-out request may have): evidence
+            f.details["members_after_refusal"] = _members_now(ctx, subject)
+            raise
     after, changed = _shown(lambda: ctx.cluster.members(subject),
                             lambda members: all((n in members) == add for n in f.targets),
                             float(params.get("timeout", 30)), f"the members of {subject} to change", 0.5)
     prove(f, {"members_after": list(after or [])}, changed)
+
+
+def _members_now(ctx: Ctx, subject: str) -> list[str] | str:
+    try:
+        return list(ctx.cluster.members(subject))
+    except Exception as e:  # noqa: BLE001 - no answer is itself what the record shows
+        return f"no answer: {type(e).__name__}: {e}"[:200]
 
 
 def plan_upgrade(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:

@@ -116,6 +116,38 @@ def test_membership_changes_are_proved_by_the_member_set(tmp_path):
     assert f.details["effective"] is False  # the tool answered, the member stayed: no effect
 
 
+class TimingOutRabbit(MembersRabbit):
+    """The change's request times out ``timeouts`` times (its leader killed mid-change); with
+    ``applied`` the broker made the change all the same."""
+
+    def __init__(self, tmp_path, timeouts, applied=False):
+        super().__init__(tmp_path)
+        self.timeouts, self.applied = timeouts, applied
+
+    def change_member(self, op, node, subject):
+        if self.timeouts:
+            self.timeouts -= 1
+            if self.applied:
+                super().change_member(op, node, subject)
+            raise RuntimeError("TimeoutException: The request timed out.")
+        super().change_member(op, node, subject)
+
+
+def test_a_refused_membership_change_is_asked_again_and_shows_what_the_broker_did(tmp_path, monkeypatch):
+    from nemesis import faults
+    monkeypatch.setattr(faults.time, "sleep", lambda s: None)
+    c = TimingOutRabbit(tmp_path, timeouts=1)
+    with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
+        f = nem.apply("remove_member", "rabbit3", retry_s=30)
+    assert f.details["effective"] is True and len(f.details["refused"]) == 1
+    once = TimingOutRabbit(tmp_path, timeouts=1, applied=True)  # asked once: failed, yet applied
+    with Nemesis(once, tmp_path / "o", clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
+        with pytest.raises(RuntimeError, match="timed out"):
+            nem.apply("remove_member", "rabbit3")
+    rec = [json.loads(x) for x in (tmp_path / "o" / LOG_FILE).read_text().splitlines()][-1]
+    assert rec["details"]["members_after_refusal"] == ["rabbit1", "rabbit2"]
+
+
 def test_a_pause_waits_for_execs_into_the_node_and_refuses_new_ones():
     import threading
     import time
@@ -183,3 +215,13 @@ def test_a_heal_of_a_dead_runs_fault_passes_over_a_container_removed_since(tmp_p
     f = F.Fault(id="f1", fault="kill", targets=["rabbit2", "rabbit3"], undo={"start": ["rabbit2", "rabbit3"]})
     F.undo(c, f)
     assert ("start", "rabbit2") in c.calls and ("start", "rabbit3") not in c.calls and not f.pending()
+
+
+def test_a_timed_out_change_the_broker_made_anyway_is_not_asked_again(tmp_path, monkeypatch):
+    from nemesis import faults
+    monkeypatch.setattr(faults.time, "sleep", lambda s: None)
+    c = TimingOutRabbit(tmp_path, timeouts=1, applied=True)
+    with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
+        f = nem.apply("remove_member", "rabbit3", retry_s=30)
+    assert f.details["effective"] is True and len(f.details["refused"]) == 1
+    assert [x for x in c.calls if x[0] == "remove"] == [("remove", "rabbit3", "q")]  # once, not twice
