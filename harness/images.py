@@ -191,8 +191,8 @@ def ensure_spec(spec: ImageSpec, generation: Generation, base_id: str, force: bo
 
 def ensure_balancer(force: bool = False) -> str:
     """The load balancer's image (harness.brokers.balancer: HAProxy from the default suite)."""
-    generation = Generation("default", default=True)
-    return ensure_spec(balancer.IMAGE, generation, ensure_base(generation.suite), force, what="load balancer")[0]
+    g = balancer.GENERATION
+    return ensure_spec(balancer.IMAGE, g, ensure_base(g.suite), force, what="load balancer")[0]
 
 
 def dump_config_keys(kind: str, ref: str, generation: Generation | None = None) -> Path:

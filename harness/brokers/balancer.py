@@ -17,11 +17,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.brokers.generations import ImageSpec
+from harness.brokers.generations import Generation, ImageSpec
 
 NAME = "lb"                    # its container's suffix and its log's name (logs/lb.log)
 PORT = 5670                    # published on 127.0.0.1; the nodes' own ports are 5672..
 IMAGE = ImageSpec("mqchaos/haproxy", "haproxy")
+GENERATION = Generation("default", default=True)  # one image, on the default suite: <repo>:latest
 CONF_IN_CONTAINER = "/mqchaos/lb/haproxy.cfg"
 
 

@@ -165,8 +165,8 @@ class ComposeCluster(ContainerCluster):
         conf.write_text(balancer.config({n: self.address(n) for n in self.brokers()}, self.balancer_port,
                                         self.balancer_check(), settings))
         docker("rm", "-f", self.balancer_name(), check=False)
-        docker(*balancer.run_args(self.project, self.network_name(), conf,
-                                  image_ref(balancer.IMAGE.repo, Generation("default", default=True))), timeout=60)
+        docker(*balancer.run_args(self.project, self.network_name(), conf, balancer.IMAGE.ref(balancer.GENERATION)),
+               timeout=60)
 
         def answers() -> bool:
             try:
