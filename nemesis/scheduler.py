@@ -58,6 +58,7 @@ class Scheduler:
         self.hit: dict[str, list[str]] = {}  # a labelled step -> the nodes it hit (choreographies)
         self._lane: queues.Queue | None = None  # the slow steps waiting their turn
         self._lane_thread: threading.Thread | None = None
+        self._lane_error: BaseException | None = None  # on_error="raise": the lane's first, raised at its end
 
     def run(self, steps: Any, duration: float | None = None) -> None:
         """See ``Nemesis.run``."""
@@ -113,8 +114,12 @@ class Scheduler:
     def _run_lane(self) -> None:
         assert self._lane is not None
         while (item := self._lane.get()) is not None:
-            if not self._stopped():  # a stopped run's later operations do not start
+            if self._stopped() or self._lane_error is not None:  # later operations do not start
+                continue
+            try:
                 self._apply_step(*item)
+            except BaseException as exc:  # noqa: BLE001 - on_error="raise": handed to the caller
+                self._lane_error = exc
 
     def _drain_lane(self) -> None:
         """Until the slow steps already started or queued are over (each bounded by its own
@@ -124,6 +129,8 @@ class Scheduler:
         self._lane.put(None)
         while self._lane_thread.is_alive() and not self._stopped():
             self._lane_thread.join(0.2)
+        if self._lane_error is not None:
+            raise self._lane_error
 
     def _stopped(self) -> bool:
         return self.own_stop.is_set() or (self.stop is not None and self.stop.is_set())

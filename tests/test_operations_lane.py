@@ -88,3 +88,15 @@ def test_a_failed_slow_step_is_recorded_once(tmp_path, monkeypatch):
     ops = [r for r in recs if r["fault"] == "slow_op"]
     assert len(ops) == 1 and ops[0]["targets"] == ["rabbit2"]
     assert "the request timed out" in ops[0]["details"]["error"]
+
+
+def test_on_error_raise_hands_a_slow_steps_failure_to_the_caller(tmp_path, monkeypatch):
+    import pytest
+
+    def failing(ctx, f, params):
+        raise RuntimeError("refused")
+
+    monkeypatch.setitem(F.FAULT_TYPES, "slow_op", F.FaultType("slow_op", F.plan_nodes, failing, operation=True))
+    with Nemesis(FakeRabbit(tmp_path), tmp_path, clock=RunClock(), settle=0, handle_signals=False) as nem:
+        with pytest.raises(RuntimeError, match="refused"):
+            nem.run([Step(0.0, "slow_op", "rabbit2")], on_error="raise")
