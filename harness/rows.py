@@ -425,8 +425,8 @@ def operations(run_dir: Path) -> list[dict]:
         if rec.get("fault") not in OPERATIONS:
             continue
         d = rec.get("details") or {}
-        keep = {k: v for k, v in d.items() if k.endswith("_before") or k in ("version", "sequence", "effective",
-                                                                              "evidence", "error")}
+        keep = {k: v for k, v in d.items() if k.endswith("_before") or k in (
+            "version", "sequence", "effective", "evidence", "error", "refused", "members_after_refusal")}
         out.append({"fault": rec["fault"], "targets": rec.get("targets"), "t_start": rec.get("t_start"),
                     "t_end": rec.get("t_end"), **keep})
     return out
