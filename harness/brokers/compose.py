@@ -178,7 +178,7 @@ class ComposeCluster(ContainerCluster):
 
     def collect_logs(self, run_dir: str | os.PathLike) -> None:
         super().collect_logs(run_dir)
-        if self.balancer_endpoint() and docker("inspect", self.balancer_name(), check=False).returncode == 0:
+        if self.balancer_endpoint() and self.exists(self.balancer_name()):
             out = Path(run_dir) / store.LOGS / f"{balancer.NAME}.log"
             out.write_text(self.logs(self.balancer_name()))
 

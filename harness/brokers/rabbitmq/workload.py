@@ -13,21 +13,19 @@ from harness.context import Drained, RunContext
 from harness.util import wait_until
 
 
+def _endpoint(node: str, hp: str) -> Endpoint:
+    host, port = hp.rsplit(":", 1)
+    return Endpoint(node, host, int(port))
+
+
 def endpoints(cluster) -> list[Endpoint]:
-    out = []
-    for node, hp in cluster.client_endpoints().items():
-        host, port = hp.rsplit(":", 1)
-        out.append(Endpoint(node, host, int(port)))
-    return out
+    return [_endpoint(node, hp) for node, hp in cluster.client_endpoints().items()]
 
 
 def balanced(cluster) -> list[Endpoint]:
     """The load balancer, when the cluster has one: then the workload's only address."""
     hp = cluster.balancer_endpoint()
-    if not hp:
-        return []
-    host, port = hp.rsplit(":", 1)
-    return [Endpoint("lb", host, int(port))]
+    return [_endpoint("lb", hp)] if hp else []
 
 
 def producer_endpoints(cluster, sc) -> list[Endpoint]:
@@ -175,8 +173,9 @@ def producers(ctx: RunContext) -> list:
 def consumer_endpoints(ctx: RunContext) -> list[Endpoint]:
     """All nodes (with a link, the downstream cluster's), the ones `workload.consumer_nodes`
     names first (Q5: a follower's node; Q5b: a node outside the quorum queue's members)."""
-    if balanced(ctx.cluster):
-        return balanced(ctx.cluster)
+    lb = balanced(ctx.cluster)
+    if lb:
+        return lb
     eps = [e for e in endpoints(ctx.cluster) if e.node in ctx.sc.client_nodes("consume")]
     want = ctx.sc.workload.consumer_nodes
     if not want:
