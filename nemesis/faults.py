@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
-from harness.brokers.protocol import (CORRUPT, FEATURES, KILL, MEMBERSHIP, PAUSE, PLACEMENT, POWER_LOSS, QUORUM,
+from harness.brokers.protocol import (CORRUPT, FEATURES, KILL, MEMBERSHIP, MIGRATION, PAUSE, PLACEMENT, POWER_LOSS, QUORUM,
                                       QUORUM_MEMBERSHIP, RESTART_APP, START, STOP, SYNC, UPGRADE, WIPE, Cluster)
 from harness.util import wait_until
 from nemesis import grudge as g
@@ -397,6 +397,26 @@ def _finalize(ctx: Ctx, f: Fault, params: dict) -> None:
     prove(f, {"wanted": want, "features_after": after, "changed": changed}, reached and bool(changed))
 
 
+def plan_migrate(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    """A phase of the cluster's metadata migration (issue 39: Kafka's ZooKeeper to KRaft,
+    KIP-866), an operator's change of the whole cluster (no targets): ``params.phase``, where
+    the migration stood before as evidence."""
+    if not params.get("phase"):
+        raise TargetError("migrate_to_kraft needs params.phase")
+    f.targets = []
+    f.details.update({"phase": str(params["phase"]), "before": ctx.cluster.migration_state()})
+    f.instant = True
+
+
+def _migrate(ctx: Ctx, f: Fault, params: dict) -> None:
+    """Done: the nodes show the phase reached (the cluster judges its own state)."""
+    phase = f.details["phase"]
+    ctx.cluster.migrate(phase, params, ctx.now, f.details.setdefault("sequence", []))
+    after, reached = _shown(ctx.cluster.migration_state, lambda st: ctx.cluster.migration_reached(phase, st),
+                            float(params.get("timeout", 120)), f"the migration's {phase} phase to show", 2.0)
+    prove(f, {"after": after}, reached)
+
+
 def _asked_again(ctx: Ctx, f: Fault, ask: Callable[[], Any], retry_s: float, pause_s: float = 5.0) -> Any:
     """An operator's command refused by the broker, asked again every ``pause_s`` until
     ``retry_s`` have passed (0: asked once), as an operator would once the cluster looks
@@ -672,6 +692,8 @@ FAULT_TYPES: dict[str, FaultType] = _registry(
               operation=True, does="lifts a move of the run's queue's replicas (an operator's change)"),
     FaultType("finalize", plan_features, _finalize, default_targets="all", needs=frozenset({FEATURES}), operation=True,
               does="raises the cluster's feature level: metadata.version, feature flags (an operator's change)"),
+    FaultType("migrate_to_kraft", plan_migrate, _migrate, default_targets="all", needs=frozenset({MIGRATION}),
+              operation=True, does="moves the cluster's metadata to KRaft, one documented phase (an operator's change)"),
     FaultType("start", closes="start", default_targets="all", needs=frozenset({START}), does="starts nodes"),
     FaultType("unpause", closes="unpause", default_targets="all", needs=frozenset({PAUSE}), does="thaws nodes"),
     FaultType("restart", plan_nodes, _each(_rolling, _restarted), needs=frozenset({STOP, START}),

@@ -43,7 +43,7 @@ def test_the_tables_derive_from_the_registry():
     assert {n: k.default_targets for n, k in F.FAULT_TYPES.items() if k.default_targets != "random:1"} == {
         "partition": "random_halves", "loss": "random_halves", "rolling_restart": "brokers",
         "start": "all", "unpause": "all", "upgrade": "brokers", "finalize": "all", "sync_queue": "all", "cancel_sync": "all",
-        "restore_replicas": "all"}
+        "restore_replicas": "all", "migrate_to_kraft": "all"}
     assert {n: sorted(k.needs) for n, k in F.FAULT_TYPES.items() if k.needs} == {
         "kill": ["kill", "start"], "stop": ["start", "stop"], "pause": ["pause"], "unpause": ["pause"],
         "wipe": ["start", "wipe"], "start": ["start"], "restart": ["start", "stop"],
@@ -52,9 +52,9 @@ def test_the_tables_derive_from_the_registry():
         "upgrade": ["start", "stop", "upgrade"], "finalize": ["features"],
         "remove_controller": ["quorum_membership"], "add_controller": ["quorum_membership"],
         "sync_queue": ["sync"], "cancel_sync": ["sync"], "move_replicas": ["placement"],
-        "restore_replicas": ["placement"]}
+        "restore_replicas": ["placement"], "migrate_to_kraft": ["migration"]}
     assert F.OPERATIONS == ("remove_member", "add_member", "remove_controller", "add_controller", "upgrade", "sync_queue",
-                            "cancel_sync", "move_replicas", "restore_replicas", "finalize")
+                            "cancel_sync", "move_replicas", "restore_replicas", "finalize", "migrate_to_kraft")
     assert {n: k.undo_key for n, k in F.FAULT_TYPES.items() if k.plan is F.plan_nodes and k.undo_key} == {
         "kill": "start", "stop": "start", "pause": "unpause", "power_loss": "start"}
     assert [n for n, k in F.FAULT_TYPES.items() if k.fs] == ["power_loss"]

@@ -2,9 +2,12 @@
 # mqchaos Kafka broker entrypoint (bind-mounted): kafka.Kafka with the per-run properties
 # rendered by harness/brokers/kafka/cluster.py. java runs as PID 1, so SIGTERM (docker stop)
 # triggers Kafka's controlled shutdown.
-# KRaft (the run's conf has a cluster-id): the storage is formatted first; --ignore-formatted
-# leaves a formatted one alone, so only a new or wiped node is formatted (with a static quorum
-# a wiped node then rejoins as a voter with an empty log: harness/brokers/kafka/kraft.py).
+# A controller (the run's conf has a cluster-id; its properties a controller role: a KRaft
+# cluster's combined nodes, a migration's ctrl1..3): the storage is formatted first;
+# --ignore-formatted leaves a formatted one alone, so only a new or wiped node is formatted
+# (with a static quorum a wiped node then rejoins as a voter with an empty log:
+# harness/brokers/kafka/kraft.py). A migrated broker (process.roles=broker) keeps the storage
+# it had on ZooKeeper, as KIP-866 has it.
 # Kafka 4.x logs through log4j 2 (its image has log4j-core), 3.9 through reload4j: the run's
 # conf has both files, so a node upgraded in place reads the one its image needs.
 set -eu
@@ -18,7 +21,7 @@ if ls /opt/kafka/libs/log4j-core-*.jar >/dev/null 2>&1; then
 else
   LOGGING="-Dlog4j.configuration=file:/mqchaos/conf/log4j.properties"
 fi
-if [ -f /mqchaos/conf/cluster-id ]; then
+if [ -f /mqchaos/conf/cluster-id ] && grep -q '^process.roles=.*controller' "$PROPS"; then
   java -Xmx256m $LOGGING -cp "$CP" kafka.tools.StorageTool format \
     --cluster-id="$(cat /mqchaos/conf/cluster-id)" --config "$PROPS" --ignore-formatted
 fi

@@ -105,11 +105,13 @@ class ComposeCluster(ContainerCluster):
         return out
 
     def compose(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-        files = [COMPOSE_DIR / self.compose_file] + [
-            p for p in [self.size_override(), self.fs_override(), self.cpu_override(), self.image_override()]
-            if p.exists()]
+        files = [COMPOSE_DIR / self.compose_file] + [p for p in self.overrides() if p.exists()]
         cmd = [*compose_cmd(), "-p", self.project, *(a for f in files for a in ("-f", str(f))), *args]
         return run(cmd, check=check, timeout=timeout, env=self.compose_env())
+
+    def overrides(self) -> list[Path]:
+        """The override files every compose call reads, where they exist."""
+        return [self.size_override(), self.fs_override(), self.cpu_override(), self.image_override()]
 
     def size_override(self) -> Path:
         """The nodes a run adds beyond the compose file's (a plug-in's larger cluster), each a

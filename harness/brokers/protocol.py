@@ -54,6 +54,9 @@ QUORUM_MEMBERSHIP = "quorum_membership"
 QUORUM = "@quorum"
 UPGRADE = "upgrade"  # a node can run another version's image on its kept data (Cluster.upgrade_node)
 FEATURES = "features"  # the cluster's feature level can be raised once every node runs it (Cluster.finalize_features)
+# the cluster's metadata can move to another system under load (Cluster.migrate: Kafka's
+# ZooKeeper-to-KRaft migration, KIP-866), phase by phase
+MIGRATION = "migration"
 # the run's queue's replicas can be synchronised, and a synchronisation cancelled, by the
 # operator's command (Cluster.sync_subject: RabbitMQ's sync_queue / cancel_sync_queue)
 SYNC = "sync"
@@ -295,6 +298,21 @@ class Cluster(NodeAccess, abc.ABC):
         plug-in's, e.g. a release); return what ``features()`` must then show: each named
         feature's level, or the start of it (``4.1-``: any 4.1 level)."""
         raise NotImplementedError(f"a {self.kind} cluster has no feature levels")
+
+    # ---- a metadata migration (capability MIGRATION): an operator's change, not a fault ----
+    def migrate(self, phase: str, params: dict, now: Callable[[], float], steps: list[dict[str, Any]]) -> None:
+        """Do the migration's ``phase`` (the plug-in's, in its order), rolling nodes as its
+        documentation says; each node's step appended to ``steps`` as it goes (times from
+        ``now``, the run's clock), so a step that fails leaves what it did."""
+        raise NotImplementedError(f"a {self.kind} cluster has no metadata migration")
+
+    def migration_state(self) -> dict[str, Any]:
+        """Where the migration stands, as the nodes themselves show it (the evidence)."""
+        raise NotImplementedError(f"a {self.kind} cluster has no metadata migration")
+
+    def migration_reached(self, phase: str, state: dict[str, Any]) -> bool:
+        """Does ``state`` show ``phase`` done?"""
+        raise NotImplementedError(f"a {self.kind} cluster has no metadata migration")
 
     # ---- synchronisation (capability SYNC): an operator's command, not a fault -------------
     def sync_subject(self, op: str, subject: str) -> None:

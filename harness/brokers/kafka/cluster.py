@@ -20,9 +20,10 @@ import logging
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import yaml
 from confluent_kafka.admin import AdminClient
@@ -33,17 +34,19 @@ from kazoo.retry import KazooRetry
 from pydantic import Field
 
 from harness.brokers.compose import COMPOSE_DIR, ComposeCluster
-from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, QUORUM_MEMBERSHIP,
-                                     UPGRADE, ClusterError,
+from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, MIGRATION,
+                                     QUORUM_MEMBERSHIP, UPGRADE, ClusterError,
                                      Recorder, Role, RoleError, Steady)
 from harness.brokers.settings import Settings
 from harness.brokers.kafka import adminclient
 from harness.brokers.kafka.adminclient import ForeignAnswer, answered_by, partitions_of, pinned_config
 from harness.brokers.kafka.generations import GENERATIONS, ZOOKEEPER, has
-from harness.brokers.kafka.kraft import (LOG4J2, cluster_id, kraft_properties, reassign_command, reassignment,
-                                         reported_version)
-from harness.brokers.kafka.nodes import (BROKERS, INTERNAL_PORT, KAFKA_PORTS, MAX_BROKERS, ZK_NODES, ZK_PORTS, broker_id,
-                                         broker_names, broker_node)
+from harness.brokers.kafka.kraft import (LOG4J2, QUORUM_STATE, UNFENCED, active_controller, cluster_id,
+                                         kraft_properties, quorum_leader, quorum_state, reassign_command,
+                                         reassignment, render_properties, reported_version)
+from harness.brokers.kafka import migration
+from harness.brokers.kafka.nodes import (BROKERS, CONTROLLERS, INTERNAL_PORT, KAFKA_PORTS, MAX_BROKERS, ZK_NODES,
+                                         ZK_PORTS, broker_id, broker_names, broker_node)
 from harness.brokers.kafka.roles import ROLES, resolve_role
 from harness.util import wait_until
 
@@ -103,6 +106,9 @@ class KafkaConfig(Settings):
     brokers: int = Field(3, ge=3, le=MAX_BROKERS)
 
     def properties(self, node: str) -> str:
+        return render_properties(self.property_map(node), "harness/brokers/kafka/cluster.py")
+
+    def property_map(self, node: str) -> dict[str, Any]:
         bid = broker_id(node)
         port = KAFKA_PORTS[node]
         props = {
@@ -134,8 +140,7 @@ class KafkaConfig(Settings):
         if not has(self.version, ZOOKEEPER):  # KRaft: a combined broker+controller node
             props = kraft_properties(props, node, broker_names(self.brokers))
         props.update(self.extra)
-        return "# rendered by harness/brokers/kafka/cluster.py for this run\n" + "".join(
-            f"{k}={v}\n" for k, v in props.items())
+        return props
 
 
 ZOO_CFG = """\
@@ -165,7 +170,8 @@ class KafkaCluster(ComposeCluster):
     fs_dirs = {"kafka": "/var/lib/kafka/data"}  # log.dirs; ZooKeeper's disks keep power
     # FEATURES: metadata.version, KRaft's (ZooKeeper mode's inter.broker.protocol.version is not done)
     # QUORUM_MEMBERSHIP: KIP-853 controllers, 4.1's (3.9 cannot make its static quorum dynamic)
-    capabilities = CONTAINER_CAPABILITIES | {CORRUPT, UPGRADE, FEATURES, MEMBERSHIP, QUORUM_MEMBERSHIP}
+    # MIGRATION: ZooKeeper's metadata to KRaft (KIP-866), 3.9 on ZooKeeper's only
+    capabilities = CONTAINER_CAPABILITIES | {CORRUPT, UPGRADE, FEATURES, MEMBERSHIP, QUORUM_MEMBERSHIP, MIGRATION}
     data_file_kinds = {"segment": "the newest log segment (.log) of each of the topic's partitions on the node"}
     roles = ROLES
     ports = {"internal": (INTERNAL_PORT,)}  # the brokers' own listener: replication
@@ -488,6 +494,25 @@ class KafkaCluster(ComposeCluster):
             return self.registered_since_start(node) and all(node in p["isr"] for p in self.partitions(topic))
         self._wait_healthy_or_explain(ok, timeout, f"{node} rejoined the ISR of {topic}")
 
+    # ---- a KRaft quorum, from each voter's own view -------------------------------------
+    def quorum_views_of(self, nodes: list[str]) -> dict[str, dict | None]:
+        """Each node's persisted quorum state (None: not readable: down, frozen, not yet
+        formatted), read from all of them at once."""
+        def read(node: str) -> dict | None:
+            try:
+                code, out = self.exec(node, ["cat", QUORUM_STATE], check=False, timeout=5)
+                return quorum_state(out) if code == 0 else None
+            except (ValueError, RuntimeError):  # half-written, or docker exec timed out
+                return None
+        if not nodes:
+            return {}
+        with ThreadPoolExecutor(len(nodes)) as pool:
+            return dict(zip(nodes, pool.map(read, nodes)))
+
+    def since_start(self, node: str) -> str:
+        """The node's log since its container last started."""
+        return self.logs(node, since=self.state(node).get("StartedAt"))
+
     # ---- roles -------------------------------------------------------------------------
     def role(self, name: str, arg: str | None) -> list[str]:
         return resolve_role(self, name, arg)
@@ -506,12 +531,18 @@ class KafkaCluster(ComposeCluster):
             wait_until(lambda: self.registered_since_start(node), timeout, f"{node} registered again", 0.5)
 
 
+MIGRATION_FILE = "migration.json"  # the migration's phase begun last (a dead run's heal reads it)
+
+
 class ZooKeeperCluster(KafkaCluster):
-    """Kafka 3.9 with a ZooKeeper ensemble (zk1..3): the metadata read from ZooKeeper."""
+    """Kafka 3.9 with a ZooKeeper ensemble (zk1..3): the metadata read from ZooKeeper, until a
+    migration to KRaft (``migrate``, KIP-866) moves it to dedicated controllers (ctrl1..3):
+    from then on each reader takes it where the phase reached keeps it (``migration``)."""
     compose_file = "kafka.yml"
     zookeeper = True
     quorum_what = "ZooKeeper quorum"
-    roles = {**KafkaCluster.roles, "zk": Role("zk", "the ZooKeeper nodes")}
+    roles = {**KafkaCluster.roles, "zk": Role("zk", "the ZooKeeper nodes"),
+             "controllers": Role("controllers", "the dedicated KRaft controllers a migration added")}
 
     def __init__(self, project: str | None = None, version: str | None = None) -> None:
         super().__init__(project, version)
@@ -519,7 +550,130 @@ class ZooKeeperCluster(KafkaCluster):
         self._zk_lock = threading.Lock()
 
     def nodes(self) -> list[str]:
-        return ZK_NODES + self.brokers()
+        return ZK_NODES + self.brokers() + self.controllers()
+
+    # ---- the migration to KRaft (issue 39, KIP-866: harness/brokers/kafka/migration.py) ----
+    def migration_phase(self) -> str | None:
+        """The migration's phase begun last; None: none begun (the cluster is ZooKeeper's)."""
+        try:
+            return json.loads((self.state_dir / MIGRATION_FILE).read_text()).get("phase")
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def _past(self, phase: str) -> bool:
+        return migration.phase_index(self.migration_phase()) >= migration.PHASES.index(phase)
+
+    def controllers(self) -> list[str]:
+        """The dedicated controllers, once a migration has added them."""
+        return list(CONTROLLERS) if self._past("controllers") else []
+
+    def overrides(self) -> list[Path]:
+        return [*super().overrides(), self.controllers_override()]
+
+    def controllers_override(self) -> Path:
+        return self.state_dir / "controllers.override.yml"
+
+    def _write_controllers_override(self) -> None:
+        """ctrl1..3 as copies of the compose file's kafka3: their own name, address and data
+        volume, no published port (only the cluster's nodes talk to a controller)."""
+        base = yaml.safe_load((COMPOSE_DIR / self.compose_file).read_text())
+        last = base["services"][BROKERS[-1]]
+        services, volumes = {}, {}
+        for i, node in enumerate(CONTROLLERS, 1):
+            svc = copy.deepcopy(last)
+            svc["hostname"] = svc["container_name"] = node
+            svc["environment"]["KAFKA_NODE"] = node
+            svc["volumes"] = [v.replace(f"{BROKERS[-1]}-data:", f"{node}-data:") for v in svc["volumes"]]
+            svc.pop("ports", None)
+            net = svc["networks"][self.network_key]
+            net["ipv4_address"] = net["ipv4_address"].rsplit(".", 1)[0] + f".{30 + i}"
+            services[node], volumes[f"{node}-data"] = svc, {}
+        self.controllers_override().write_text(
+            "# rendered by harness/brokers/kafka/cluster.py: a migration's KRaft controllers\n"
+            + yaml.safe_dump({"version": base.get("version", "2.4"), "services": services, "volumes": volumes},
+                             sort_keys=False))
+
+    def _node_properties(self, node: str, phase: str | None) -> str:
+        who = "harness/brokers/kafka/migration.py"
+        if node in CONTROLLERS:
+            props = migration.controller_properties(node, self.config.property_map(BROKERS[0]), phase)
+        else:
+            props = migration.broker_properties(self.config.property_map(node), phase)
+        return render_properties(props, who)
+
+    def migrate(self, phase: str, params: dict, now: Callable[[], float], steps: list[dict[str, Any]]) -> None:
+        """The phase (migration.PHASES, in order): the controllers started, or each broker /
+        controller in turn stopped gracefully, given the phase's configuration, started and
+        waited for (``params.rejoin_timeout``). The phase is recorded before anything acts, so
+        a dead run's heal finds the controllers."""
+        phase = migration.check_phase(phase)
+        last = migration.phase_index(self.migration_phase())
+        if migration.PHASES.index(phase) != last + 1:
+            raise ClusterError(f"migration phase {phase!r} cannot follow {migration.PHASES[last] if last >= 0 else 'none'}"
+                               f": the phases run in order ({', '.join(migration.PHASES)})")
+        timeout = float(params.get("rejoin_timeout", 180))
+        if phase == "controllers":
+            cid = migration.zk_cluster_id(self.zk_get_json("/cluster/id"))
+            self._write_controllers_override()
+            (self.state_dir / MIGRATION_FILE).write_text(json.dumps({"phase": phase}))
+            (self.conf_dir() / "cluster-id").write_text(cid + "\n")
+            for node in CONTROLLERS:
+                (self.conf_dir() / f"{node}.properties").write_text(self._node_properties(node, phase))
+            step = {"nodes": list(CONTROLLERS), "start": now()}
+            steps.append(step)
+            self.compose("up", "-d", "--no-build", "--no-deps", *CONTROLLERS, timeout=600)
+            wait_until(lambda: quorum_leader(self.quorum_views_of(CONTROLLERS), CONTROLLERS), timeout,
+                       "the controllers' quorum to elect a leader", 1.0)
+            step["ready"] = now()
+            return
+        (self.state_dir / MIGRATION_FILE).write_text(json.dumps({"phase": phase}))
+        for node in (CONTROLLERS if phase == "finalize" else self.brokers()):
+            step = {"node": node, "stop": now()}
+            steps.append(step)
+            self.stop(node, timeout=float(params.get("timeout", 60)))
+            (self.conf_dir() / f"{node}.properties").write_text(self._node_properties(node, phase))
+            step["start"] = now()
+            self.start(node)
+            wait_until(lambda n=node: self._rolled(n, phase), timeout, f"{node} back after the {phase} phase", 1.0)
+            step["rejoined"] = now()
+
+    def _rolled(self, node: str, phase: str) -> bool:
+        if not (self.running(node) and not self.paused(node)):
+            return False
+        if node in CONTROLLERS:  # in its quorum again: told the leader since its start, and one serves
+            return (bool(migration.CONTROLLER_JOINED.search(self.since_start(node)))
+                    and quorum_leader(self.quorum_views_of(CONTROLLERS), CONTROLLERS) is not None)
+        return self.registered_since_start(node)
+
+    def migration_state(self) -> dict[str, Any]:
+        """What the nodes show: the controllers' raft leader, whether a controller logged the
+        metadata's copy from ZooKeeper, which controllers run in migration mode (their
+        configuration as logged at their start), each broker's mode (its log since its start),
+        the brokers the metadata lists."""
+        ctrls = self.controllers()
+        running = [n for n in ctrls if self.running(n)]
+        state: dict[str, Any] = {
+            "phase": self.migration_phase(),
+            "controller_leader": quorum_leader(self.quorum_views_of(ctrls), ctrls) if ctrls else None,
+            "migrated": any(migration.MIGRATED in self.logs(n) for n in running),
+            "controllers_migrating": [n for n in running
+                                      if f"{migration.MIGRATION_FLAG} = true" in self.since_start(n)],
+            "broker_modes": {n: migration.broker_mode(self.since_start(n)) if self.running(n) else None
+                             for n in self.brokers()},
+        }
+        try:
+            state["registered"] = self.registered_brokers()
+        except Exception as e:  # noqa: BLE001 - no answer is itself evidence
+            state["registered"] = f"no answer: {type(e).__name__}: {e}"[:200]
+        return state
+
+    def migration_reached(self, phase: str, state: dict[str, Any]) -> bool:
+        return migration.reached(phase, state)
+
+    def down(self) -> None:
+        super().down()
+        (self.state_dir / MIGRATION_FILE).unlink(missing_ok=True)
+        self.controllers_override().unlink(missing_ok=True)
 
     def zk_nodes(self) -> list[str]:
         return list(ZK_NODES)
@@ -535,14 +689,18 @@ class ZooKeeperCluster(KafkaCluster):
         registration lives on (within zookeeper.session.timeout.ms of a kill -9) exits at once
         with NodeExistsException, so wait for the old session to expire first."""
         st = self.state(node)
-        if node in self.brokers() and st and not st.get("Running"):
+        if node in self.brokers() and st and not st.get("Running") and not self._kraft_configured(node):
             limit = self.config.zookeeper_session_timeout_ms / 1000 + 20
             try:
-                wait_until(lambda: node not in self.registered_brokers(), limit,
+                wait_until(lambda: node not in self.zk_registered(), limit,
                            f"{node}'s previous ZooKeeper session to expire", 0.25)
             except TimeoutError as exc:
                 log.warning("%s; starting %s anyway", exc, node)
         super().start(node)
+
+    def _kraft_broker(self, node: str) -> bool:
+        """Does ``node`` run as a KRaft broker now (a migration's ``kraft`` phase reached it)?"""
+        return self._past("kraft") and migration.broker_mode(self.since_start(node)) == "kraft"
 
     def registration_time(self, node: str) -> float | None:
         """When the broker's live ZooKeeper registration was created (epoch seconds)."""
@@ -553,12 +711,18 @@ class ZooKeeperCluster(KafkaCluster):
         return stat.ctime / 1000.0
 
     def registered_since_start(self, node: str) -> bool:
+        if self._past("kraft") and self._kraft_broker(node):  # unfenced by the controllers since its start
+            return self.running(node) and node in self.registered_brokers() and UNFENCED in self.since_start(node)
         reg, started = self.registration_time(node), self.started_at(node)
         return reg is not None and started is not None and self.running(node) and reg >= started - 2
 
     def wait_rejoined(self, node: str, timeout: float) -> None:
-        # start() waited for the old session to expire: any registration is the new one
-        if node in self.brokers():
+        if node in self.controllers():
+            wait_until(lambda: self._rolled(node, "controllers"), timeout, f"{node} back in the controllers' quorum", 1)
+        elif node in self.brokers() and self._past("kraft"):
+            wait_until(lambda: self.registered_since_start(node), timeout, f"{node} registered", 0.5)
+        elif node in self.brokers():
+            # start() waited for the old session to expire: any registration is the new one
             wait_until(lambda: node in self.registered_brokers(), timeout, f"{node} registered", 0.5)
 
     def close(self) -> None:
@@ -622,19 +786,43 @@ class ZooKeeperCluster(KafkaCluster):
         modes = [self.zk_mode(n) for n in ZK_NODES]
         return modes.count("leader") == 1 and modes.count("follower") == 2
 
-    quorum = zk_quorum
+    def quorum(self) -> bool:
+        """ZooKeeper's, and a migration's controllers' once they are up; after ``finalize``
+        the controllers' alone (ZooKeeper is no longer written)."""
+        ctrls = self.controllers()
+        controllers_serve = not ctrls or quorum_leader(self.quorum_views_of(ctrls), ctrls) is not None
+        return controllers_serve and (self._past("finalize") or self.zk_quorum())
 
     def registered_brokers(self) -> list[str]:
-        """Brokers with a live registration in ZooKeeper (/brokers/ids)."""
+        """Brokers with a live registration in ZooKeeper (/brokers/ids); from a migration's
+        ``kraft`` phase on (a KRaft broker registers with the controllers only), the brokers
+        the metadata lists."""
+        return self.metadata_brokers() if self._past("kraft") else self.zk_registered()
+
+    def zk_registered(self) -> list[str]:
         return sorted(broker_node(i) for i in self.zk_children("/brokers/ids"))  # type: ignore[misc]
 
+    def _kraft_configured(self, node: str) -> bool:
+        """Will ``node`` start as a KRaft broker (its rendered configuration has a role)?"""
+        try:
+            return "\nprocess.roles=" in (self.conf_dir() / f"{node}.properties").read_text()
+        except OSError:
+            return False
+
     def controller_and_epoch(self) -> tuple[str | None, int | None]:
-        """The controller broker (ZooKeeper's /controller) and /controller_epoch."""
+        """The controller (ZooKeeper's /controller: a broker, or during a migration the
+        active KRaft controller, which claims it) and /controller_epoch; after ``finalize``
+        the controllers' raft leader and epoch."""
+        if self._past("finalize"):
+            return active_controller(self.quorum_views_of(self.controllers()))
         data, epoch = self.zk_get_json("/controller"), self.zk_get_json("/controller_epoch")
         return (broker_node(data["brokerid"]) if data else None), (int(epoch) if epoch is not None else None)
 
     def partitions(self, topic: str) -> list[dict[str, Any]]:
-        """From ZooKeeper (the controller's record)."""
+        """From ZooKeeper (the controller's record; a migration's controller writes it there
+        too until ``finalize``), then from the brokers' metadata (no leader epoch)."""
+        if self._past("finalize"):
+            return [{**p, "leader_epoch": None} for p in self.metadata(topic)]
         assign = self.zk_get_json(f"/brokers/topics/{topic}")
         if not assign:
             raise ClusterError(f"topic {topic} does not exist")

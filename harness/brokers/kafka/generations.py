@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from harness.brokers.generations import Generation, named_generation
-from harness.brokers.protocol import FEATURES, QUORUM_MEMBERSHIP
+from harness.brokers.protocol import FEATURES, MIGRATION, QUORUM_MEMBERSHIP
 
 # Features of Kafka the plug-in uses (``Generation.lacks`` names those a version lacks).
 ZOOKEEPER = "zookeeper"   # the cluster metadata lives in a ZooKeeper ensemble (zk1..3)
@@ -20,10 +20,10 @@ GENERATIONS = {g.name: g for g in (
                lacks=frozenset({ELR, FEATURES, QUORUM_MEMBERSHIP}), default=True),
     Generation("3.9-kraft", "bookworm", (("SUITE", "bookworm"), ("JRE_PACKAGE", "openjdk-17-jre-headless"),
                                          ("KAFKA_VERSION", "3.9.1"), ("FUSE_PACKAGES", "python3-fusepy libfuse2")),
-               lacks=frozenset({ZOOKEEPER, ELR, QUORUM_MEMBERSHIP}), tag=""),
+               lacks=frozenset({ZOOKEEPER, ELR, QUORUM_MEMBERSHIP, MIGRATION}), tag=""),
     Generation("4.1", "trixie", (("SUITE", "trixie"), ("JRE_PACKAGE", "openjdk-21-jre-headless"),
                                  ("KAFKA_VERSION", "4.1.1"), ("FUSE_PACKAGES", "python3-fusepy libfuse2t64")),
-               lacks=frozenset({ZOOKEEPER, LOG4J1})),
+               lacks=frozenset({ZOOKEEPER, LOG4J1, MIGRATION})),
 )}
 
 

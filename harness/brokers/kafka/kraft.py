@@ -19,12 +19,16 @@ import re
 import uuid
 from typing import Any, Mapping
 
+from harness.brokers.kafka.nodes import broker_node
+
 CONTROLLER_PORT = 19093
 METADATA_DIR = "/var/lib/kafka/data"  # __cluster_metadata goes in the first log.dirs entry
 QUORUM_STATE = f"{METADATA_DIR}/__cluster_metadata-0/quorum-state"
 STORAGE_TOOL = "kafka.tools.StorageTool"  # not under org.apache.kafka.tools, in 3.9 and 4.1
 QUORUM_COMMAND = "org.apache.kafka.tools.MetadataQuorumCommand"
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
+# BrokerLifecycleManager's line once the controller has unfenced this broker's registration
+UNFENCED = "The broker has been unfenced"
 # ZooKeeper's settings, which KRaft-mode server.properties must not carry (4.x has no such names)
 ZOOKEEPER_KEYS = ("zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms")
 
@@ -64,6 +68,11 @@ def kraft_properties(props: dict[str, Any], node: str, brokers: list[str]) -> di
     return out
 
 
+def render_properties(props: Mapping[str, Any], who: str) -> str:
+    """server.properties text: ``key=value`` lines under a line naming who rendered them."""
+    return f"# rendered by {who} for this run\n" + "".join(f"{k}={v}\n" for k, v in props.items())
+
+
 def cluster_id() -> str:
     """A cluster id as Kafka makes them (16 random bytes, base64url, no padding: 22 chars),
     never starting with '-' (the storage tool's argument parser would read an option)."""
@@ -80,7 +89,7 @@ def quorum_state(text: str) -> dict[str, Any]:
     data = json.loads(text)
 
     def name(i: Any) -> str | None:
-        return f"kafka{int(i)}" if isinstance(i, int) and i >= 0 else None
+        return broker_node(i) if isinstance(i, int) and i >= 0 else None
     voters_ = data.get("currentVoters")
     return {"leader": name(data.get("leaderId")), "epoch": data.get("leaderEpoch"), "voted": name(data.get("votedId")),
             "voters": sorted(n for n in (name(v.get("voterId")) for v in voters_) if n) if voters_ else None}
@@ -170,7 +179,7 @@ def parse_elr(text: str, topic: str) -> dict[int, list[str] | None]:
 
 
 __all__ = ["CONTROLLER_PORT", "LOG4J2", "QUORUM_STATE", "STORAGE_TOOL", "active_controller", "cluster_id",
-           "kraft_properties", "parse_elr", "quorum_leader", "quorum_state", "quorum_status", "quorum_status_command",
+           "kraft_properties", "parse_elr", "render_properties", "quorum_leader", "quorum_state", "quorum_status", "quorum_status_command",
            "topic_describe_command", "voters"]
 
 

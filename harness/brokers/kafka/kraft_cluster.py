@@ -21,22 +21,19 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from harness.brokers.protocol import QUORUM, ClusterError, Role
 from harness.brokers.kafka.cluster import INTERNAL_PORT, ZK_NODES, KafkaCluster
 from harness.brokers.kafka.nodes import broker_id
 from harness.brokers.kafka.generations import ELR, has
-from harness.brokers.kafka.kraft import (CONTROLLER_PORT, QUORUM_STATE, active_controller, controller_command,
-                                         feature_command, parse_elr, parse_features, quorum_leader, quorum_state,
+from harness.brokers.kafka.kraft import (CONTROLLER_PORT, UNFENCED, active_controller, controller_command,
+                                         feature_command, parse_elr, parse_features, quorum_leader,
                                          quorum_status, quorum_status_command, topic_describe_command,
                                          voter_directories)
 
 NO_ZOOKEEPER = ("Kafka in KRaft mode (3.9-kraft, 4.1) has no ZooKeeper: cut a node from the controllers with "
                 "params: {ports: controller}")
-# BrokerLifecycleManager's line once the controller has unfenced this broker's registration
-UNFENCED = "The broker has been unfenced"
 
 
 class KRaftCluster(KafkaCluster):
@@ -123,17 +120,7 @@ class KRaftCluster(KafkaCluster):
 
     # ---- the quorum, from each node's own view -----------------------------------------
     def quorum_views(self) -> dict[str, dict | None]:
-        """Each node's persisted quorum state (None: not readable: down, frozen, not yet
-        formatted), read from all three at once."""
-        def read(node: str) -> dict | None:
-            try:
-                code, out = self.exec(node, ["cat", QUORUM_STATE], check=False, timeout=5)
-                return quorum_state(out) if code == 0 else None
-            except (ValueError, RuntimeError):  # half-written, or docker exec timed out
-                return None
-        nodes = self.brokers()
-        with ThreadPoolExecutor(len(nodes)) as pool:
-            return dict(zip(nodes, pool.map(read, nodes)))
+        return self.quorum_views_of(self.brokers())
 
     def quorum(self) -> bool:
         return quorum_leader(self.quorum_views(), self.voters()) is not None
@@ -174,7 +161,7 @@ class KRaftCluster(KafkaCluster):
         st = self.state(node)
         if not (st.get("Running") and not st.get("Paused")) or node not in self.registered_brokers():
             return False
-        return UNFENCED in self.logs(node, since=st.get("StartedAt"))
+        return UNFENCED in self.since_start(node)
 
     def elr(self, topic: str, partition: int, below_min_isr: bool) -> tuple[list[str] | None, float | None]:
         """Read again (in the background, when the last read is old enough) while the ELR can

@@ -1,6 +1,7 @@
 """Kafka's nodes: the brokers (kafka1..N, broker id N for kafka<N>; three unless a scenario
-asks for up to five: ``cluster.brokers``) and ZooKeeper's (zk1..3), and the ports they are
-reached on."""
+asks for up to five: ``cluster.brokers``), ZooKeeper's (zk1..3), the dedicated controllers a
+ZooKeeper-to-KRaft migration adds (ctrl1..3, node id 3000+N: ``migration``), and the ports
+they are reached on."""
 from __future__ import annotations
 
 import re
@@ -26,7 +27,21 @@ def broker_id(node: str) -> int:
     return int(m.group(1))
 
 
+CONTROLLERS = ["ctrl1", "ctrl2", "ctrl3"]
+CONTROLLER_ID_BASE = 3000  # KIP-866's example ids: never a broker's
+
+
+def controller_id(node: str) -> int:
+    if node not in CONTROLLERS:
+        raise ValueError(f"{node} is not a dedicated controller ({', '.join(CONTROLLERS)})")
+    return CONTROLLER_ID_BASE + int(node.removeprefix("ctrl"))
+
+
 def broker_node(bid: int | str | None) -> str | None:
+    """The node of a broker id or, above CONTROLLER_ID_BASE, of a dedicated controller's (a
+    migration's KRaft controller writes its own id into ZooKeeper's /controller)."""
     if bid is None or int(bid) < 0:
         return None
+    if int(bid) > CONTROLLER_ID_BASE:
+        return f"ctrl{int(bid) - CONTROLLER_ID_BASE}"
     return f"kafka{int(bid)}"
