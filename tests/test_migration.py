@@ -186,3 +186,24 @@ def test_the_migration_row_loads_on_zookeeper_only(tmp_path):
     for version in ("3.9-kraft", "4.1"):
         with pytest.raises(ScenarioError, match="migrate_to_kraft at 5s needs migration"):
             parse({**data, "version": version})
+
+
+def test_a_migrated_cluster_moves_to_kraft_versions_and_raises_its_metadata_version(tmp_path, monkeypatch):
+    zk = _zk_cluster(tmp_path / "zk", monkeypatch, "kraft")
+    assert "is not a KRaft version" not in (zk.upgrade_reason("4.1") or "")
+    assert "not a ZooKeeper version" in zk.upgrade_reason("4.1") and zk.upgrade_reason("3.9") is None
+    assert zk.features() == {} and "once migrate_to_kraft has finalized" in zk.features_reason()
+    with pytest.raises(Exception, match="once migrate_to_kraft has finalized"):
+        zk.finalize_features({"release": "4.1"})
+    done = _zk_cluster(tmp_path / "done", monkeypatch, "finalize")
+    assert done.upgrade_reason("4.1") is None and "not a KRaft version" in done.upgrade_reason("3.9")
+    assert done.features_reason() is None
+
+
+def test_the_migrations_controllers_are_roles_a_fault_can_target(tmp_path, monkeypatch):
+    before = _zk_cluster(tmp_path / "a", monkeypatch, None)
+    assert before.role("controllers", None) == [] and before.role("kraft_controller", None) == []
+    during = _zk_cluster(tmp_path / "b", monkeypatch, "brokers")
+    assert during.role("controllers", None) == ["ctrl1", "ctrl2", "ctrl3"]
+    assert during.role("kraft_controller", None) == ["ctrl1"]  # the raft leader the majority's views name
+    assert during.role("controller", None) == ["ctrl3"]  # ZooKeeper's /controller, which it claimed

@@ -42,7 +42,8 @@ from harness.brokers.kafka import adminclient
 from harness.brokers.kafka.adminclient import ForeignAnswer, answered_by, partitions_of, pinned_config
 from harness.brokers.kafka.generations import GENERATIONS, ZOOKEEPER, has
 from harness.brokers.kafka.kraft import (LOG4J2, QUORUM_STATE, UNFENCED, active_controller, cluster_id,
-                                         kraft_properties, quorum_leader, quorum_state, reassign_command,
+                                         feature_command, kraft_properties, parse_features, quorum_leader, quorum_state,
+                                         reassign_command,
                                          reassignment, render_properties, reported_version)
 from harness.brokers.kafka import migration
 from harness.brokers.kafka.nodes import (BROKERS, CONTROLLERS, INTERNAL_PORT, KAFKA_PORTS, MAX_BROKERS, ZK_NODES,
@@ -168,7 +169,8 @@ class KafkaCluster(ComposeCluster):
     generations = GENERATIONS
     data_mounts = {"zk": "/var/lib/zookeeper", "kafka": "/var/lib/kafka"}
     fs_dirs = {"kafka": "/var/lib/kafka/data"}  # log.dirs; ZooKeeper's disks keep power
-    # FEATURES: metadata.version, KRaft's (ZooKeeper mode's inter.broker.protocol.version is not done)
+    # FEATURES: metadata.version, KRaft's (a ZooKeeper cluster's once migrated; its
+    # inter.broker.protocol.version is not done)
     # QUORUM_MEMBERSHIP: KIP-853 controllers, 4.1's (3.9 cannot make its static quorum dynamic)
     # MIGRATION: ZooKeeper's metadata to KRaft (KIP-866), 3.9 on ZooKeeper's only
     capabilities = CONTAINER_CAPABILITIES | {CORRUPT, UPGRADE, FEATURES, MEMBERSHIP, QUORUM_MEMBERSHIP, MIGRATION}
@@ -233,14 +235,57 @@ class KafkaCluster(ComposeCluster):
         """A node moves only within its metadata mode: from ZooKeeper to KRaft is a migration
         of the metadata (KIP-866), not an image swap."""
         reason = super().upgrade_reason(version)
-        if reason is None and has(version, ZOOKEEPER) != self.zookeeper:
-            mode = "ZooKeeper" if self.zookeeper else "KRaft"
+        on_zookeeper = self.metadata_on_zookeeper()
+        if reason is None and has(version, ZOOKEEPER) != on_zookeeper:
+            mode = "ZooKeeper" if on_zookeeper else "KRaft"
             return f"kafka {version} is not a {mode} version: a node of this cluster cannot run it on its data"
         return reason
 
+    def controllers(self) -> list[str]:
+        """Dedicated controller nodes (a migration's; a KRaft cluster's voters are its brokers)."""
+        return []
+
+    def metadata_on_zookeeper(self) -> bool:
+        """Do the nodes keep the metadata in ZooKeeper (a version without ZooKeeper cannot run
+        them)? The mode brought up, until a migration has finished."""
+        return self.zookeeper
+
     def node_version(self, node: str) -> str | None:
-        """What the broker logged of itself at its last start (AppInfoParser)."""
-        return reported_version(self.logs(node)) if node in self.brokers() and self.running(node) else None
+        """What the broker (or a migration's controller) logged of itself at its last start
+        (AppInfoParser)."""
+        kafka_nodes = [*self.brokers(), *self.controllers()]
+        return reported_version(self.logs(node)) if node in kafka_nodes and self.running(node) else None
+
+    # ---- the feature level (issue 39): metadata.version ---------------------------------
+    def _features_tool(self, *args: str) -> str:
+        """kafka-features through each running broker in turn until one answers, as an operator
+        would (a broker cut from the controllers cannot: U3b ran it on the isolated one)."""
+        error: ClusterError | None = None
+        for node in (n for n in self.brokers() if self.running(n)):
+            try:
+                return self.exec(node, feature_command(f"{node}:{INTERNAL_PORT}", *args), timeout=120)[1]
+            except ClusterError as e:
+                error = e
+        raise error or ClusterError("no broker runs to ask kafka-features")
+
+    def features(self) -> dict[str, str]:
+        return parse_features(self._features_tool("describe"))
+
+    def features_reason(self) -> str | None:
+        """Why the cluster has no metadata.version to raise (None: it has: KRaft's metadata)."""
+        return None
+
+    def finalize_features(self, params: dict) -> dict[str, str]:
+        """``params.release`` (4.1): ``kafka-features upgrade --release-version``; then
+        metadata.version must be at that release's level (4.1-IVn)."""
+        reason = self.features_reason()
+        if reason:
+            raise ClusterError(reason)
+        release = str(params.get("release") or "")
+        if not release:
+            raise ClusterError("finalize on kafka needs params.release (e.g. 4.1)")
+        self._features_tool("upgrade", "--release-version", release)
+        return {"metadata.version": f"{release}-"}
 
     # ---- membership (issue 39): a partition's replicas, moved by reassignment -------------
     @staticmethod
@@ -542,7 +587,9 @@ class ZooKeeperCluster(KafkaCluster):
     zookeeper = True
     quorum_what = "ZooKeeper quorum"
     roles = {**KafkaCluster.roles, "zk": Role("zk", "the ZooKeeper nodes"),
-             "controllers": Role("controllers", "the dedicated KRaft controllers a migration added")}
+             "controllers": Role("controllers", "the dedicated KRaft controllers a migration added"),
+             "kraft_controller": Role("kraft_controller", "a migration's active KRaft controller (the raft leader "
+                                                          "of ctrl1..3; none before the controllers phase)")}
 
     def __init__(self, project: str | None = None, version: str | None = None) -> None:
         super().__init__(project, version)
@@ -670,6 +717,16 @@ class ZooKeeperCluster(KafkaCluster):
     def migration_reached(self, phase: str, state: dict[str, Any]) -> bool:
         return migration.reached(phase, state)
 
+    def metadata_on_zookeeper(self) -> bool:
+        return not self._past("finalize")
+
+    def features_reason(self) -> str | None:
+        return None if self._past("finalize") else (
+            "metadata.version is KRaft's: a ZooKeeper cluster has one once migrate_to_kraft has finalized")
+
+    def features(self) -> dict[str, str]:
+        return {} if self.features_reason() else super().features()
+
     def down(self) -> None:
         super().down()
         (self.state_dir / MIGRATION_FILE).unlink(missing_ok=True)
@@ -682,7 +739,15 @@ class ZooKeeperCluster(KafkaCluster):
         return {n: f"127.0.0.1:{ZK_PORTS[n]}" for n in ZK_NODES}
 
     def role_nodes(self, name: str) -> list[str]:
-        return list(ZK_NODES) if name == "zk" else super().role_nodes(name)
+        if name == "zk":
+            return list(ZK_NODES)
+        if name == "controllers":
+            return self.controllers()
+        if name == "kraft_controller":
+            ctrls = self.controllers()
+            leader = quorum_leader(self.quorum_views_of(ctrls), ctrls) if ctrls else None
+            return [leader] if leader else []
+        return super().role_nodes(name)
 
     def start(self, node: str) -> None:
         """Start (or unpause) a node. A broker started again while its previous ZooKeeper

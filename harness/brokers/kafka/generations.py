@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from harness.brokers.generations import Generation, named_generation
-from harness.brokers.protocol import FEATURES, MIGRATION, QUORUM_MEMBERSHIP
+from harness.brokers.protocol import MIGRATION, QUORUM_MEMBERSHIP
 
 # Features of Kafka the plug-in uses (``Generation.lacks`` names those a version lacks).
 ZOOKEEPER = "zookeeper"   # the cluster metadata lives in a ZooKeeper ensemble (zk1..3)
@@ -17,7 +17,7 @@ ELR = "elr"               # KIP-966 eligible leader replicas, on by default on a
 GENERATIONS = {g.name: g for g in (
     Generation("3.9", "bookworm", (("SUITE", "bookworm"), ("JRE_PACKAGE", "openjdk-17-jre-headless"),
                                    ("KAFKA_VERSION", "3.9.1"), ("FUSE_PACKAGES", "python3-fusepy libfuse2")),
-               lacks=frozenset({ELR, FEATURES, QUORUM_MEMBERSHIP}), default=True),
+               lacks=frozenset({ELR, QUORUM_MEMBERSHIP}), default=True),
     Generation("3.9-kraft", "bookworm", (("SUITE", "bookworm"), ("JRE_PACKAGE", "openjdk-17-jre-headless"),
                                          ("KAFKA_VERSION", "3.9.1"), ("FUSE_PACKAGES", "python3-fusepy libfuse2")),
                lacks=frozenset({ZOOKEEPER, ELR, QUORUM_MEMBERSHIP, MIGRATION}), tag=""),

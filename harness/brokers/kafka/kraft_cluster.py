@@ -28,7 +28,7 @@ from harness.brokers.kafka.cluster import INTERNAL_PORT, ZK_NODES, KafkaCluster
 from harness.brokers.kafka.nodes import broker_id
 from harness.brokers.kafka.generations import ELR, has
 from harness.brokers.kafka.kraft import (CONTROLLER_PORT, UNFENCED, active_controller, controller_command,
-                                         feature_command, parse_elr, parse_features, quorum_leader,
+                                         parse_elr, quorum_leader,
                                          quorum_status, quorum_status_command, topic_describe_command,
                                          voter_directories)
 
@@ -83,30 +83,6 @@ class KRaftCluster(KafkaCluster):
         else:
             self.exec(node, controller_command(other, "--command-config", f"/mqchaos/conf/{node}.properties",
                                                "add-controller"), timeout=120)
-
-    # ---- the feature level (issue 39): metadata.version ---------------------------------
-    def _features_tool(self, *args: str) -> str:
-        """kafka-features through each running broker in turn until one answers, as an operator
-        would (a broker cut from the controllers cannot: U3b ran it on the isolated one)."""
-        error: ClusterError | None = None
-        for node in (n for n in self.brokers() if self.running(n)):
-            try:
-                return self.exec(node, feature_command(f"{node}:{INTERNAL_PORT}", *args), timeout=120)[1]
-            except ClusterError as e:
-                error = e
-        raise error or ClusterError("no broker runs to ask kafka-features")
-
-    def features(self) -> dict[str, str]:
-        return parse_features(self._features_tool("describe"))
-
-    def finalize_features(self, params: dict) -> dict[str, str]:
-        """``params.release`` (4.1): ``kafka-features upgrade --release-version``; then
-        metadata.version must be at that release's level (4.1-IVn)."""
-        release = str(params.get("release") or "")
-        if not release:
-            raise ClusterError("finalize on kafka needs params.release (e.g. 4.1)")
-        self._features_tool("upgrade", "--release-version", release)
-        return {"metadata.version": f"{release}-"}
 
     def nodes(self) -> list[str]:
         return self.brokers()
