@@ -239,6 +239,9 @@ def _clients(figures: dict) -> str:
     return "crashed: " + ", ".join(sorted(figures["client_errors"])) if figures.get("client_errors") else ""
 
 
+SPELLED_OUT = 12  # an unshrunk schedule of more groups is named, not spelled out, in the table
+
+
 def table_lines(records: list[dict]) -> list[str]:
     """One row per explored run: its draw, what it found, and the shortest schedule the
     shrink kept (with that run's finding), from the explore records."""
@@ -248,7 +251,10 @@ def table_lines(records: list[dict]) -> list[str]:
         f = checks.get(rec["run"]) or {}
         records_n = sum(int(f.get(k) or 0) for k in ("produce_records", "deliveries", "replica_records")) or ""
         shortest = ""
-        if rec.get("exit") == EXIT_INVALID and rec.get("shortest"):
+        if rec.get("exit") == EXIT_INVALID and not rec.get("shrink") and len(rec["groups"]) > SPELLED_OUT:
+            # never shrunk (--shrink-budget 0): the whole schedule, too long to spell out here
+            shortest = f"not shrunk: the whole schedule ({len(rec['groups'])} groups, in the record)"
+        elif rec.get("exit") == EXIT_INVALID and rec.get("shortest"):
             keep = rec["shortest"]["groups"]
             run = next((a["run"] for a in rec.get("shrink") or [] if a["groups"] == keep and a["exit"] == EXIT_INVALID),
                        rec["run"])

@@ -87,3 +87,14 @@ def test_the_report_says_how_big_the_history_was_and_how_long_its_check_took(tmp
                                {"check_timing": {"check_s": 41.5}})
     assert text.startswith("1,900,000 records") and "2.0 MB in 1 files" in text and "checked in 41.5 s" in text
     assert "checked" not in report.history_text(tmp_path, {}, {})
+
+
+def test_an_unshrunk_long_schedule_is_named_not_spelled_out():
+    d = X.draw(["kill", "pause"], 7, 900)
+    rec = {"base": "S1", "seed": 7, "faults": ["kill", "pause"], "groups": d.groups, "duration": 900, "exit": EXIT_INVALID,
+           "run": "r0", "shrink": [], "shortest": {"groups": list(range(len(d.groups))), "steps": []},
+           "checks": {"r0": {"reason": "lost=400", "lost": 400, "version": "4.3"}}}
+    assert len(d.groups) > X.SPELLED_OUT
+    row = X.table_lines([rec])[2]
+    assert f"not shrunk: the whole schedule ({len(d.groups)} groups, in the record)" in row
+    assert "anomalies (lost=400)" in row and " at " not in row.split("anomalies (lost=400)")[1]
