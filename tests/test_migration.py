@@ -207,3 +207,11 @@ def test_the_migrations_controllers_are_roles_a_fault_can_target(tmp_path, monke
     assert during.role("controllers", None) == ["ctrl1", "ctrl2", "ctrl3"]
     assert during.role("kraft_controller", None) == ["ctrl1"]  # the raft leader the majority's views name
     assert during.role("controller", None) == ["ctrl3"]  # ZooKeeper's /controller, which it claimed
+
+
+def test_an_upgraded_controller_keeps_its_new_image_in_every_compose_call(tmp_path, monkeypatch):
+    c = _zk_cluster(tmp_path / "c", monkeypatch, "finalize")
+    files = [p.name for p in c.overrides()]
+    # compose applies the files in order: the image override must come after the controllers'
+    assert files.index("controllers.override.yml") < files.index("image.override.yml")
+    assert files.index("controllers.override.yml") < files.index("cpu.override.yml")

@@ -615,7 +615,11 @@ class ZooKeeperCluster(KafkaCluster):
         return list(CONTROLLERS) if self._past("controllers") else []
 
     def overrides(self) -> list[Path]:
-        return [*super().overrides(), self.controllers_override()]
+        # the controllers' services right after the size override: the later overrides (an
+        # upgraded node's image, the CPU weight) apply to them too; placed last, their copied
+        # image line would undo an upgrade of theirs (U4c's first run)
+        size, *rest = super().overrides()
+        return [size, self.controllers_override(), *rest]
 
     def controllers_override(self) -> Path:
         return self.state_dir / "controllers.override.yml"
