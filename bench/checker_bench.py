@@ -246,6 +246,22 @@ def _child(engine: str, run: str) -> dict:
     return res
 
 
+def bench_env(load_before: float) -> dict:
+    """Where the figures were taken: the 1-minute load average as the engines began and as they
+    ended (other work on the machine shows there), the CPUs, Spark's and Java's versions."""
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        java = None
+    try:
+        import pyspark
+        spark = pyspark.__version__
+    except ImportError:
+        spark = None
+    return {"load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
+            "cpus": os.cpu_count(), "pyspark": spark, "java": java}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1e6,1e7,5e7")
@@ -261,6 +277,7 @@ def main() -> int:
     for n in [int(float(s)) for s in a.sizes.split(",")]:
         t0 = time.monotonic()
         run = generate(n)
+        load_before = os.getloadavg()[0]  # bench.guard concludes nothing from a busy machine
         gen = time.monotonic() - t0
         row = {"attempts": n, "generate_s": round(gen, 1), "copy": _child("copy", str(run))}
         if "error" in row["copy"]:
@@ -274,6 +291,7 @@ def main() -> int:
             print(f"{n:>11,} {e:<7} {json.dumps(row[e])}", flush=True)
         counted = [row[e]["counts"] for e in ENGINES if "counts" in row.get(e, {})]
         row["identical_counts"] = all(c == counted[0] for c in counted)
+        row["env"] = bench_env(load_before)
         results.append(row)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
     out = ROOT / "results"

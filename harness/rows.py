@@ -377,7 +377,7 @@ NOT_REDERIVABLE = ("not re-derivable: its source was never committed; to be re-p
 # what a published row keeps: the figures the tables show and what decided its verdict (the
 # Row's keys marked Published, in their order: harness.results)
 COMPACT_KEYS = PUBLISHED_KEYS
-EVIDENCE_KEYS = ("checks", "requirements", "window", "operator_events", "operations")
+EVIDENCE_KEYS = ("checks", "requirements", "window", "operator_events", "operations", "faults")
 
 
 def run_name(run_dir: Path) -> str:
@@ -410,8 +410,31 @@ def _evidence(run_dir: Path) -> dict:
     window = (info.get("measurements") or {}).get("windows") or pred.get("window")
     ops = operator_events(run_dir, info)
     changes = operations(run_dir)
+    faults = fault_times(run_dir) if changes else []  # beside operations: which phase each fault hit
+    gaps = (store.read_check(run_dir) or {}).get("unavailable") or []
+    for step in (*changes, *faults):  # the seconds with only failed writes while each was on
+        step["unavailable_s"] = overlap_s(step.get("t_start"), step.get("t_end"), gaps)
     return {**out, **({"window": window} if window else {}), **({"operator_events": ops} if ops else {}),
-            **({"operations": changes} if changes else {})}
+            **({"operations": changes} if changes else {}), **({"faults": faults} if faults else {})}
+
+
+def overlap_s(start: float | None, end: float | None, intervals: list) -> float | None:
+    """Seconds of ``intervals`` ([a, b] pairs) within [start, end]; None when the step has
+    no end (it failed or never finished)."""
+    if start is None or end is None:
+        return None
+    return round(sum(max(0.0, min(end, b) - max(start, a)) for a, b in intervals), 3)
+
+
+def fault_times(run_dir: Path) -> list[dict]:
+    """The run's faults that are not operations, each with its targets, its times and
+    whether it took effect (nemesis.jsonl): where they fell among the operations."""
+    from nemesis.faults import OPERATIONS
+
+    return [{"fault": rec["fault"], "targets": rec.get("targets"), "t_start": rec.get("t_start"),
+             "t_end": rec.get("t_end"), "effective": (rec.get("details") or {}).get("effective")}
+            for rec in store.read_jsonl(run_dir / store.NEMESIS_LOG)
+            if rec.get("fault") and rec["fault"] not in OPERATIONS]
 
 
 def operations(run_dir: Path) -> list[dict]:
@@ -426,7 +449,8 @@ def operations(run_dir: Path) -> list[dict]:
             continue
         d = rec.get("details") or {}
         keep = {k: v for k, v in d.items() if k.endswith("_before") or k in (
-            "version", "sequence", "effective", "evidence", "error", "refused", "members_after_refusal")}
+            "version", "phase", "before", "sequence", "effective", "evidence", "error", "refused",
+            "members_after_refusal")}
         out.append({"fault": rec["fault"], "targets": rec.get("targets"), "t_start": rec.get("t_start"),
                     "t_end": rec.get("t_end"), **keep})
     return out

@@ -64,3 +64,22 @@ def test_main_exits_by_the_verdict(tmp_path, monkeypatch):
     assert guard.main(["checker", str(tmp_path / "checker-ok.json")]) == 0
     assert guard.main(["checker", str(tmp_path / "checker-slow.json")]) == 1
     assert guard.main(["checker", str(tmp_path / "checker-other.json")]) == 2
+
+
+def test_a_slow_figure_from_a_busy_machine_is_not_concluded(tmp_path):
+    for i, s in enumerate((40.0, 41.0, 39.0)):
+        _run(tmp_path, f"checker-base{i}.json", 10_000_000, s)
+    (tmp_path / "baseline.json").write_text(json.dumps({"checker": {
+        "runs": [f"checker-base{i}.json" for i in range(3)], "figure": "spark.check_s",
+        "match": {"attempts": 10_000_000}}}))
+    for name, load, want in (("busy", 3.0, None), ("idle", 0.1, True)):
+        (tmp_path / f"checker-{name}.json").write_text(json.dumps([
+            {"attempts": 10_000_000, "spark": {"check_s": 58.0}, "env": {"load_before": load, "cpus": 2}}]))
+        out = guard.check("checker", tmp_path / f"checker-{name}.json", tmp_path / "baseline.json")
+        assert out["regressed"] is want
+    assert "the machine was busy as the bench began (load 1.5 per CPU" in guard.banner(
+        guard.check("checker", tmp_path / "checker-busy.json", tmp_path / "baseline.json"))
+    # within the band, a busy machine changes nothing: the figure passed anyway
+    (tmp_path / "checker-ok.json").write_text(json.dumps([
+        {"attempts": 10_000_000, "spark": {"check_s": 40.0}, "env": {"load_before": 3.0, "cpus": 2}}]))
+    assert guard.check("checker", tmp_path / "checker-ok.json", tmp_path / "baseline.json")["regressed"] is False

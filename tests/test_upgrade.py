@@ -210,6 +210,13 @@ def test_a_published_row_keeps_the_operations_evidence_and_not_the_faults(tmp_pa
     ops = rows.operations(run)
     assert [o["fault"] for o in ops] == ["upgrade"] and "spec" not in ops[0]
     assert ops[0]["reported_before"] == {"kafka1": "3.9.1"} and ops[0]["evidence"]["reported_after"] == {"kafka1": "4.1.1"}
+    # beside them, where each fault fell, and the seconds with only failed writes while each was on
+    store.write_check(run, {"unavailable": [[1.5, 4.0], [19.0, 25.0]]})
+    found = rows._evidence(run)
+    assert [(o["fault"], o["unavailable_s"]) for o in found["operations"]] == [("upgrade", 2.0)]
+    assert found["faults"] == [{"fault": "partition", "targets": ["kafka1"], "t_start": 1, "t_end": 2,
+                                "effective": True, "unavailable_s": 0.5}]
+    assert rows.overlap_s(3, None, [[1, 9]]) is None  # a step that never ended
 
 
 def test_controller_changes_are_membership_of_the_quorum(tmp_path):
