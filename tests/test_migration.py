@@ -215,3 +215,15 @@ def test_an_upgraded_controller_keeps_its_new_image_in_every_compose_call(tmp_pa
     # compose applies the files in order: the image override must come after the controllers'
     assert files.index("controllers.override.yml") < files.index("image.override.yml")
     assert files.index("controllers.override.yml") < files.index("cpu.override.yml")
+
+
+def test_a_controller_is_back_once_started_and_told_the_leader(tmp_path, monkeypatch):
+    c = _zk_cluster(tmp_path / "c", monkeypatch, "finalize")
+    monkeypatch.setattr(c, "running", lambda n: True)
+    monkeypatch.setattr(c, "paused", lambda n: False)
+    told = "[QuorumController id=3002] In the new epoch 6, the leader is 3001. (org.apache.kafka.controller.QuorumController)"
+    started = "[KafkaRaftServer nodeId=3002] Kafka Server started (kafka.server.KafkaRaftServer)"
+    for log, back in ((told, False), (started, False), (told + "\n" + started, True),
+                      ("[QuorumController id=3002] In the new epoch 7, the leader is (none).\n" + started, False)):
+        monkeypatch.setattr(c, "since_start", lambda n, log=log: log)
+        assert c._rolled("ctrl2", "finalize") is back, log  # 4.1 logs its version after it is told

@@ -691,8 +691,9 @@ class ZooKeeperCluster(KafkaCluster):
     def _rolled(self, node: str, phase: str) -> bool:
         if not (self.running(node) and not self.paused(node)):
             return False
-        if node in CONTROLLERS:  # in its quorum again: told the leader since its start, and one serves
-            return (bool(migration.CONTROLLER_JOINED.search(self.since_start(node)))
+        if node in CONTROLLERS:  # started, in its quorum again (told the leader since its start), one serves
+            log = self.since_start(node)
+            return (migration.CONTROLLER_STARTED in log and bool(migration.CONTROLLER_JOINED.search(log))
                     and quorum_leader(self.quorum_views_of(CONTROLLERS), CONTROLLERS) is not None)
         return self.registered_since_start(node)
 

@@ -40,6 +40,8 @@ ZK_BROKER_STARTED = re.compile(r"\[KafkaServer id=\d+\] started")
 # a controller's QuorumController told who leads (or that it does): back in its quorum
 CONTROLLER_JOINED = re.compile(r"\[QuorumController id=\d+\] (?:In the new epoch \d+, the leader is \d+|"
                                r"Becoming the active controller)")
+# its server's start finished (on 4.1 after the line above, and after its "Kafka version")
+CONTROLLER_STARTED = "Kafka Server started"
 
 
 def check_phase(phase: Any) -> str:
