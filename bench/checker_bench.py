@@ -246,9 +246,26 @@ def _child(engine: str, run: str) -> dict:
     return res
 
 
-def bench_env(load_before: float) -> dict:
-    """Where the figures were taken: the 1-minute load average as the engines began and as they
-    ended (other work on the machine shows there), the CPUs, Spark's and Java's versions."""
+def cpu_busy(seconds: float) -> float | None:
+    """The share of the machine's CPU time not idle over the next ``seconds`` (/proc/stat):
+    what other work leaves the bench. None where /proc/stat cannot be read."""
+    def times() -> list[int]:
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+    try:
+        a = times()
+        time.sleep(seconds)
+        b = times()
+    except (OSError, ValueError):
+        return None
+    d = [y - x for x, y in zip(a, b)]
+    total = sum(d[:8])
+    return round(1 - (d[3] + d[4]) / total, 3) if total > 0 else None
+
+
+def bench_env(busy_before: float | None) -> dict:
+    """Where the figures were taken: the CPU share other work took just before the engines
+    began, the 1-minute load average as they ended, the CPUs, Spark's and Java's versions."""
     try:
         java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
     except (OSError, IndexError, subprocess.TimeoutExpired):
@@ -258,7 +275,7 @@ def bench_env(load_before: float) -> dict:
         spark = pyspark.__version__
     except ImportError:
         spark = None
-    return {"load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
+    return {"busy_before": busy_before, "load_after": round(os.getloadavg()[0], 2),
             "cpus": os.cpu_count(), "pyspark": spark, "java": java}
 
 
@@ -277,7 +294,7 @@ def main() -> int:
     for n in [int(float(s)) for s in a.sizes.split(",")]:
         t0 = time.monotonic()
         run = generate(n)
-        load_before = os.getloadavg()[0]  # bench.guard concludes nothing from a busy machine
+        busy_before = cpu_busy(2.0)  # bench.guard concludes nothing from a busy machine
         gen = time.monotonic() - t0
         row = {"attempts": n, "generate_s": round(gen, 1), "copy": _child("copy", str(run))}
         if "error" in row["copy"]:
@@ -291,7 +308,7 @@ def main() -> int:
             print(f"{n:>11,} {e:<7} {json.dumps(row[e])}", flush=True)
         counted = [row[e]["counts"] for e in ENGINES if "counts" in row.get(e, {})]
         row["identical_counts"] = all(c == counted[0] for c in counted)
-        row["env"] = bench_env(load_before)
+        row["env"] = bench_env(busy_before)
         results.append(row)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
     out = ROOT / "results"

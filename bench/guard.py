@@ -23,10 +23,10 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results"
 BASELINE = Path(__file__).resolve().parent / "baseline" / "baseline.json"
 MIN_BAND = 0.05
-# 1-minute load average per CPU above which, as the bench began, the machine was not idle: a
-# slow figure is then not concluded to be a regression (2026-11-26: clean runs taken while other
-# work ran measured 48.6 and 58.2 s against a 39.4 s baseline)
-BUSY_LOAD_PER_CPU = 0.25
+# the share of the CPU other work took just before the bench began (bench.checker_bench's
+# env.busy_before) above which a slow figure is not concluded to be a regression (2026-11-26:
+# clean runs taken while other work ran measured 48.6 and 58.2 s against a 39.4 s baseline)
+BUSY_SHARE = 0.25
 
 
 def figure(result: Any, path: str, match: dict[str, Any]) -> float | None:
@@ -69,14 +69,13 @@ def baseline_values(spec: dict[str, Any], where: Path = BASELINE.parent) -> list
 
 
 def busy(result: Any, match: dict[str, Any]) -> float | None:
-    """The load per CPU as the matching entry's bench began, if that was above
-    BUSY_LOAD_PER_CPU (None: idle, or not recorded)."""
+    """The CPU share other work took as the matching entry's bench began, if above BUSY_SHARE
+    (None: idle, or not recorded)."""
     for entry in result if isinstance(result, list) else [result]:
         if isinstance(entry, dict) and all(entry.get(k) == v for k, v in match.items()):
-            env = entry.get("env") or {}
-            load, cpus = env.get("load_before"), env.get("cpus") or 1
-            if isinstance(load, (int, float)) and load / cpus > BUSY_LOAD_PER_CPU:
-                return round(load / cpus, 2)
+            share = (entry.get("env") or {}).get("busy_before")
+            if isinstance(share, (int, float)) and share > BUSY_SHARE:
+                return float(share)
     return None
 
 
@@ -88,15 +87,15 @@ def check(bench: str, result_file: Path, baseline_file: Path = BASELINE) -> dict
     out = {"bench": bench, "result": result_file.name, "figure": spec["figure"], **judge(current, values)}
     load = busy(result, spec.get("match", {}))
     if load is not None and out["regressed"]:
-        out.update({"regressed": None, "busy_load_per_cpu": load})
+        out.update({"regressed": None, "busy_share": load})
     return out
 
 
 def banner(out: dict[str, Any]) -> str:
-    if out.get("busy_load_per_cpu") is not None:
+    if out.get("busy_share") is not None:
         return (f"bench {out['bench']}: {out['result']} not concluded: {out['figure']} {out['current_s']} s is above "
-                f"the band (up to {out['limit_s']} s), but the machine was busy as the bench began (load "
-                f"{out['busy_load_per_cpu']} per CPU, above {BUSY_LOAD_PER_CPU}): run it again on an idle machine")
+                f"the band (up to {out['limit_s']} s), but the machine was busy as the bench began (other work "
+                f"took {out['busy_share']:.0%} of the CPU, above {BUSY_SHARE:.0%}): run it again on an idle machine")
     if out["regressed"] is None:
         return (f"bench {out['bench']}: {out['result']} not compared ({out['figure']} missing, or sizes other "
                 f"than the baseline's)")

@@ -72,14 +72,26 @@ def test_a_slow_figure_from_a_busy_machine_is_not_concluded(tmp_path):
     (tmp_path / "baseline.json").write_text(json.dumps({"checker": {
         "runs": [f"checker-base{i}.json" for i in range(3)], "figure": "spark.check_s",
         "match": {"attempts": 10_000_000}}}))
-    for name, load, want in (("busy", 3.0, None), ("idle", 0.1, True)):
+    for name, share, want in (("busy", 0.6, None), ("idle", 0.05, True)):
         (tmp_path / f"checker-{name}.json").write_text(json.dumps([
-            {"attempts": 10_000_000, "spark": {"check_s": 58.0}, "env": {"load_before": load, "cpus": 2}}]))
+            {"attempts": 10_000_000, "spark": {"check_s": 58.0}, "env": {"busy_before": share, "cpus": 2}}]))
         out = guard.check("checker", tmp_path / f"checker-{name}.json", tmp_path / "baseline.json")
         assert out["regressed"] is want
-    assert "the machine was busy as the bench began (load 1.5 per CPU" in guard.banner(
+    assert "the machine was busy as the bench began (other work took 60% of the CPU" in guard.banner(
         guard.check("checker", tmp_path / "checker-busy.json", tmp_path / "baseline.json"))
     # within the band, a busy machine changes nothing: the figure passed anyway
     (tmp_path / "checker-ok.json").write_text(json.dumps([
-        {"attempts": 10_000_000, "spark": {"check_s": 40.0}, "env": {"load_before": 3.0, "cpus": 2}}]))
+        {"attempts": 10_000_000, "spark": {"check_s": 40.0}, "env": {"busy_before": 0.9, "cpus": 2}}]))
     assert guard.check("checker", tmp_path / "checker-ok.json", tmp_path / "baseline.json")["regressed"] is False
+
+
+def test_the_bench_measures_what_other_work_takes_of_the_cpu(monkeypatch):
+    import io
+
+    from bench import checker_bench
+
+    # user nice system idle iowait irq softirq steal: 300 of 1000 jiffies not idle (30 %)
+    snaps = iter(["cpu  100 0 100 1000 0 0 0 0 0 0\n", "cpu  300 0 200 1650 50 0 0 0 0 0\n"])
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: io.StringIO(next(snaps)))
+    monkeypatch.setattr(checker_bench.time, "sleep", lambda s: None)
+    assert checker_bench.cpu_busy(2.0) == 0.3
