@@ -79,12 +79,30 @@ def busy(result: Any, match: dict[str, Any]) -> float | None:
     return None
 
 
+ENV_KEYS = ("pyspark", "java", "cpus")  # what must be equal for two figures to be compared
+
+
+def environment(result: Any, match: dict[str, Any]) -> dict[str, Any] | None:
+    """The matching entry's recorded versions and CPUs (None: not recorded)."""
+    for entry in result if isinstance(result, list) else [result]:
+        if isinstance(entry, dict) and all(entry.get(k) == v for k, v in match.items()) and entry.get("env"):
+            return {k: entry["env"].get(k) for k in ENV_KEYS}
+    return None
+
+
 def check(bench: str, result_file: Path, baseline_file: Path = BASELINE) -> dict[str, Any]:
     spec = json.loads(baseline_file.read_text())[bench]
     values = baseline_values(spec, baseline_file.parent)
     result = json.loads(result_file.read_text())
     current = figure(result, spec["figure"], spec.get("match", {}))
     out = {"bench": bench, "result": result_file.name, "figure": spec["figure"], **judge(current, values)}
+    # a baseline taken with other versions (or whose versions were never recorded) says nothing
+    # of this result: 2026-11-26, a fresh venv (pyspark 4.3.0) ran the unchanged checker at
+    # 48.6-51.2 s against a baseline of 39.4 s recorded without its versions
+    here, there = environment(result, spec.get("match", {})), spec.get("env")
+    if here is not None and here != there:
+        out.update({"regressed": None, "env": here, "baseline_env": there})
+        return out
     load = busy(result, spec.get("match", {}))
     if load is not None and out["regressed"]:
         out.update({"regressed": None, "busy_share": load})
@@ -92,6 +110,10 @@ def check(bench: str, result_file: Path, baseline_file: Path = BASELINE) -> dict
 
 
 def banner(out: dict[str, Any]) -> str:
+    if "baseline_env" in out:
+        return (f"bench {out['bench']}: {out['result']} not compared: its environment {out['env']} is not the "
+                f"baseline's ({out['baseline_env'] or 'never recorded'}); take a baseline here (repeated runs on an "
+                f"idle machine, named in bench/baseline/baseline.json with their env)")
     if out.get("busy_share") is not None:
         return (f"bench {out['bench']}: {out['result']} not concluded: {out['figure']} {out['current_s']} s is above "
                 f"the band (up to {out['limit_s']} s), but the machine was busy as the bench began (other work "

@@ -71,7 +71,7 @@ def test_a_slow_figure_from_a_busy_machine_is_not_concluded(tmp_path):
         _run(tmp_path, f"checker-base{i}.json", 10_000_000, s)
     (tmp_path / "baseline.json").write_text(json.dumps({"checker": {
         "runs": [f"checker-base{i}.json" for i in range(3)], "figure": "spark.check_s",
-        "match": {"attempts": 10_000_000}}}))
+        "match": {"attempts": 10_000_000}, "env": {"pyspark": None, "java": None, "cpus": 2}}}))
     for name, share, want in (("busy", 0.6, None), ("idle", 0.05, True)):
         (tmp_path / f"checker-{name}.json").write_text(json.dumps([
             {"attempts": 10_000_000, "spark": {"check_s": 58.0}, "env": {"busy_before": share, "cpus": 2}}]))
@@ -95,3 +95,20 @@ def test_the_bench_measures_what_other_work_takes_of_the_cpu(monkeypatch):
     monkeypatch.setattr("builtins.open", lambda path, *a, **k: io.StringIO(next(snaps)))
     monkeypatch.setattr(checker_bench.time, "sleep", lambda s: None)
     assert checker_bench.cpu_busy(2.0) == 0.3
+
+
+def test_a_result_is_compared_only_with_a_baseline_of_its_own_environment(tmp_path):
+    env = {"pyspark": "4.3.0", "java": "openjdk 17", "cpus": 2}
+    for i, s in enumerate((40.0, 41.0, 39.0)):
+        _run(tmp_path, f"checker-base{i}.json", 10_000_000, s)
+    spec = {"runs": [f"checker-base{i}.json" for i in range(3)], "figure": "spark.check_s",
+            "match": {"attempts": 10_000_000}}
+    (tmp_path / "checker-new.json").write_text(json.dumps([
+        {"attempts": 10_000_000, "spark": {"check_s": 58.0}, "env": {**env, "busy_before": 0.0}}]))
+    for baseline_env, want in ((None, None), ({**env, "pyspark": "4.0.1"}, None), (env, True)):
+        (tmp_path / "baseline.json").write_text(json.dumps({"checker": {**spec, **({"env": baseline_env} if baseline_env else {})}}))
+        out = guard.check("checker", tmp_path / "checker-new.json", tmp_path / "baseline.json")
+        assert out["regressed"] is want, baseline_env
+    (tmp_path / "baseline.json").write_text(json.dumps({"checker": spec}))
+    text = guard.banner(guard.check("checker", tmp_path / "checker-new.json", tmp_path / "baseline.json"))
+    assert "not compared: its environment" in text and "never recorded" in text
