@@ -166,6 +166,7 @@ class Row(TypedDict, total=False):
     window: dict[str, Any]
     operator_events: list[dict[str, Any]]
     operations: list[dict[str, Any]]  # the scenario's operator changes and their evidence (issue 39)
+    faults: list[dict[str, Any]]  # beside operations: the other faults' times (which phase each hit)
 
 
 # The row's figures from the check result: row column -> check result key (a batch's
