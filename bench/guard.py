@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, Iterator
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BASELINE = Path(__file__).resolve().parent / "baseline" / "baseline.json"
@@ -29,12 +29,17 @@ MIN_BAND = 0.05
 BUSY_SHARE = 0.25
 
 
-def figure(result: Any, path: str, match: dict[str, Any]) -> float | None:
-    """The figure at ``path`` (dots) of the result entry whose fields equal ``match``; a
-    result file holds one entry or a list of them (one per size)."""
+def entries(result: Any, match: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The result's entries whose fields equal ``match``; a result file holds one entry or a
+    list of them (one per size)."""
     for entry in result if isinstance(result, list) else [result]:
-        if not isinstance(entry, dict) or any(entry.get(k) != v for k, v in match.items()):
-            continue
+        if isinstance(entry, dict) and all(entry.get(k) == v for k, v in match.items()):
+            yield entry
+
+
+def figure(result: Any, path: str, match: dict[str, Any]) -> float | None:
+    """The figure at ``path`` (dots) of the result entry whose fields equal ``match``."""
+    for entry in entries(result, match):
         value: Any = entry
         for part in path.split("."):
             value = value.get(part) if isinstance(value, dict) else None
@@ -71,11 +76,10 @@ def baseline_values(spec: dict[str, Any], where: Path = BASELINE.parent) -> list
 def busy(result: Any, match: dict[str, Any]) -> float | None:
     """The CPU share other work took as the matching entry's bench began, if above BUSY_SHARE
     (None: idle, or not recorded)."""
-    for entry in result if isinstance(result, list) else [result]:
-        if isinstance(entry, dict) and all(entry.get(k) == v for k, v in match.items()):
-            share = (entry.get("env") or {}).get("busy_before")
-            if isinstance(share, (int, float)) and share > BUSY_SHARE:
-                return float(share)
+    for entry in entries(result, match):
+        share = (entry.get("env") or {}).get("busy_before")
+        if isinstance(share, (int, float)) and share > BUSY_SHARE:
+            return float(share)
     return None
 
 
@@ -84,8 +88,8 @@ ENV_KEYS = ("pyspark", "java", "cpus")  # what must be equal for two figures to 
 
 def environment(result: Any, match: dict[str, Any]) -> dict[str, Any] | None:
     """The matching entry's recorded versions and CPUs (None: not recorded)."""
-    for entry in result if isinstance(result, list) else [result]:
-        if isinstance(entry, dict) and all(entry.get(k) == v for k, v in match.items()) and entry.get("env"):
+    for entry in entries(result, match):
+        if entry.get("env"):
             return {k: entry["env"].get(k) for k in ENV_KEYS}
     return None
 

@@ -205,21 +205,30 @@ class KafkaCluster(ComposeCluster):
         if self._size <= len(BROKERS):
             path.unlink(missing_ok=True)
             return
+        self._write_copies(path, "the brokers beyond three", {
+            node: (20 + broker_id(node), [f"127.0.0.1:{KAFKA_PORTS[node]}:{KAFKA_PORTS[node]}"])
+            for node in broker_names(self._size)[len(BROKERS):]})
+
+    def _write_copies(self, path: Path, what: str, nodes: dict[str, tuple[int, list[str] | None]]) -> None:
+        """A compose override of services copied from the compose file's kafka3, each with its
+        own name, data volume, address (node -> (last octet, published ports or None))."""
         base = yaml.safe_load((COMPOSE_DIR / self.compose_file).read_text())
         last = base["services"][BROKERS[-1]]
         services, volumes = {}, {}
-        for node in broker_names(self._size)[len(BROKERS):]:
+        for node, (octet, ports) in nodes.items():
             svc = copy.deepcopy(last)
             svc["hostname"] = svc["container_name"] = node
             svc["environment"]["KAFKA_NODE"] = node
             svc["volumes"] = [v.replace(f"{BROKERS[-1]}-data:", f"{node}-data:") for v in svc["volumes"]]
-            port = KAFKA_PORTS[node]
-            svc["ports"] = [f"127.0.0.1:{port}:{port}"]
+            if ports is None:
+                svc.pop("ports", None)
+            else:
+                svc["ports"] = ports
             net = svc["networks"][self.network_key]
-            net["ipv4_address"] = net["ipv4_address"].rsplit(".", 1)[0] + f".{20 + broker_id(node)}"
+            net["ipv4_address"] = net["ipv4_address"].rsplit(".", 1)[0] + f".{octet}"
             services[node], volumes[f"{node}-data"] = svc, {}
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text("# rendered by harness/brokers/kafka/cluster.py: the brokers beyond three\n"
+        path.write_text(f"# rendered by harness/brokers/kafka/cluster.py: {what}\n"
                         + yaml.safe_dump({"version": base.get("version", "2.4"), "services": services,
                                           "volumes": volumes}, sort_keys=False))
 
@@ -558,6 +567,13 @@ class KafkaCluster(ComposeCluster):
         """The node's log since its container last started."""
         return self.logs(node, since=self.state(node).get("StartedAt"))
 
+    def unfenced_since_start(self, node: str, log: str | None = None) -> bool:
+        """A KRaft broker's registration is its current run's: it runs, the metadata lists it,
+        and its own log since its start (``log``, if already read) says it was unfenced."""
+        if not self.running(node) or node not in self.registered_brokers():
+            return False
+        return UNFENCED in (self.since_start(node) if log is None else log)
+
     # ---- roles -------------------------------------------------------------------------
     def role(self, name: str, arg: str | None) -> list[str]:
         return resolve_role(self, name, arg)
@@ -625,24 +641,16 @@ class ZooKeeperCluster(KafkaCluster):
         return self.state_dir / "controllers.override.yml"
 
     def _write_controllers_override(self) -> None:
-        """ctrl1..3 as copies of the compose file's kafka3: their own name, address and data
-        volume, no published port (only the cluster's nodes talk to a controller)."""
-        base = yaml.safe_load((COMPOSE_DIR / self.compose_file).read_text())
-        last = base["services"][BROKERS[-1]]
-        services, volumes = {}, {}
-        for i, node in enumerate(CONTROLLERS, 1):
-            svc = copy.deepcopy(last)
-            svc["hostname"] = svc["container_name"] = node
-            svc["environment"]["KAFKA_NODE"] = node
-            svc["volumes"] = [v.replace(f"{BROKERS[-1]}-data:", f"{node}-data:") for v in svc["volumes"]]
-            svc.pop("ports", None)
-            net = svc["networks"][self.network_key]
-            net["ipv4_address"] = net["ipv4_address"].rsplit(".", 1)[0] + f".{30 + i}"
-            services[node], volumes[f"{node}-data"] = svc, {}
-        self.controllers_override().write_text(
-            "# rendered by harness/brokers/kafka/cluster.py: a migration's KRaft controllers\n"
-            + yaml.safe_dump({"version": base.get("version", "2.4"), "services": services, "volumes": volumes},
-                             sort_keys=False))
+        """ctrl1..3 as copies of the compose file's kafka3, no published port (only the
+        cluster's nodes talk to a controller)."""
+        self._write_copies(self.controllers_override(), "a migration's KRaft controllers",
+                           {node: (30 + i, None) for i, node in enumerate(CONTROLLERS, 1)})
+
+    def controller_leader(self) -> str | None:
+        """A migration's active controller, if a majority of ctrl1..3's own views name it
+        (None: no controllers yet, or no leader they agree on)."""
+        ctrls = self.controllers()
+        return quorum_leader(self.quorum_views_of(ctrls), ctrls) if ctrls else None
 
     def _node_properties(self, node: str, phase: str | None) -> str:
         who = "harness/brokers/kafka/migration.py"
@@ -673,8 +681,7 @@ class ZooKeeperCluster(KafkaCluster):
             step = {"nodes": list(CONTROLLERS), "start": now()}
             steps.append(step)
             self.compose("up", "-d", "--no-build", "--no-deps", *CONTROLLERS, timeout=600)
-            wait_until(lambda: quorum_leader(self.quorum_views_of(CONTROLLERS), CONTROLLERS), timeout,
-                       "the controllers' quorum to elect a leader", 1.0)
+            wait_until(self.controller_leader, timeout, "the controllers' quorum to elect a leader", 1.0)
             step["ready"] = now()
             return
         (self.state_dir / MIGRATION_FILE).write_text(json.dumps({"phase": phase}))
@@ -694,7 +701,7 @@ class ZooKeeperCluster(KafkaCluster):
         if node in CONTROLLERS:  # started, in its quorum again (told the leader since its start), one serves
             log = self.since_start(node)
             return (migration.CONTROLLER_STARTED in log and bool(migration.CONTROLLER_JOINED.search(log))
-                    and quorum_leader(self.quorum_views_of(CONTROLLERS), CONTROLLERS) is not None)
+                    and self.controller_leader() is not None)
         return self.registered_since_start(node)
 
     def migration_state(self) -> dict[str, Any]:
@@ -706,7 +713,7 @@ class ZooKeeperCluster(KafkaCluster):
         running = [n for n in ctrls if self.running(n)]
         state: dict[str, Any] = {
             "phase": self.migration_phase(),
-            "controller_leader": quorum_leader(self.quorum_views_of(ctrls), ctrls) if ctrls else None,
+            "controller_leader": self.controller_leader(),
             "migrated": any(migration.MIGRATED in self.logs(n) for n in running),
             "controllers_migrating": [n for n in running
                                       if f"{migration.MIGRATION_FLAG} = true" in self.since_start(n)],
@@ -749,8 +756,7 @@ class ZooKeeperCluster(KafkaCluster):
         if name == "controllers":
             return self.controllers()
         if name == "kraft_controller":
-            ctrls = self.controllers()
-            leader = quorum_leader(self.quorum_views_of(ctrls), ctrls) if ctrls else None
+            leader = self.controller_leader()
             return [leader] if leader else []
         return super().role_nodes(name)
 
@@ -768,10 +774,6 @@ class ZooKeeperCluster(KafkaCluster):
                 log.warning("%s; starting %s anyway", exc, node)
         super().start(node)
 
-    def _kraft_broker(self, node: str) -> bool:
-        """Does ``node`` run as a KRaft broker now (a migration's ``kraft`` phase reached it)?"""
-        return self._past("kraft") and migration.broker_mode(self.since_start(node)) == "kraft"
-
     def registration_time(self, node: str) -> float | None:
         """When the broker's live ZooKeeper registration was created (epoch seconds)."""
         try:
@@ -781,8 +783,10 @@ class ZooKeeperCluster(KafkaCluster):
         return stat.ctime / 1000.0
 
     def registered_since_start(self, node: str) -> bool:
-        if self._past("kraft") and self._kraft_broker(node):  # unfenced by the controllers since its start
-            return self.running(node) and node in self.registered_brokers() and UNFENCED in self.since_start(node)
+        if self._past("kraft"):  # a KRaft broker now (its own start says so): unfenced since its start
+            log = self.since_start(node)
+            if migration.broker_mode(log) == "kraft":
+                return self.unfenced_since_start(node, log)
         reg, started = self.registration_time(node), self.started_at(node)
         return reg is not None and started is not None and self.running(node) and reg >= started - 2
 
@@ -859,8 +863,7 @@ class ZooKeeperCluster(KafkaCluster):
     def quorum(self) -> bool:
         """ZooKeeper's, and a migration's controllers' once they are up; after ``finalize``
         the controllers' alone (ZooKeeper is no longer written)."""
-        ctrls = self.controllers()
-        controllers_serve = not ctrls or quorum_leader(self.quorum_views_of(ctrls), ctrls) is not None
+        controllers_serve = not self.controllers() or self.controller_leader() is not None
         return controllers_serve and (self._past("finalize") or self.zk_quorum())
 
     def registered_brokers(self) -> list[str]:

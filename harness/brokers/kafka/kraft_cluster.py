@@ -27,7 +27,7 @@ from harness.brokers.protocol import QUORUM, ClusterError, Role
 from harness.brokers.kafka.cluster import INTERNAL_PORT, ZK_NODES, KafkaCluster
 from harness.brokers.kafka.nodes import broker_id
 from harness.brokers.kafka.generations import ELR, has
-from harness.brokers.kafka.kraft import (CONTROLLER_PORT, UNFENCED, active_controller, controller_command,
+from harness.brokers.kafka.kraft import (CONTROLLER_PORT, active_controller, controller_command,
                                          parse_elr, quorum_leader,
                                          quorum_status, quorum_status_command, topic_describe_command,
                                          voter_directories)
@@ -134,10 +134,7 @@ class KRaftCluster(KafkaCluster):
         previous registration until its session times out (broker.session.timeout.ms, 9 s),
         so the broker's own log since its start must say it was unfenced. A registration
         refused as a duplicate meanwhile is retried by the broker itself."""
-        st = self.state(node)
-        if not (st.get("Running") and not st.get("Paused")) or node not in self.registered_brokers():
-            return False
-        return UNFENCED in self.since_start(node)
+        return self.unfenced_since_start(node)
 
     def elr(self, topic: str, partition: int, below_min_isr: bool) -> tuple[list[str] | None, float | None]:
         """Read again (in the background, when the last read is old enough) while the ELR can
