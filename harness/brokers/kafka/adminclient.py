@@ -5,7 +5,8 @@ broker cut from the controllers. ``node_metadata`` asks one broker through a cli
 its published port and proves from the answer which broker sent it (``answered_by``): librdkafka
 sends a Metadata request to any broker it has a connection to, and connects to a random known
 one (learned from the pinned broker's own answer) when it has none, so an answer from another
-broker is discarded, never taken for the pinned one's.
+broker is discarded, never taken for the pinned one's, and the request asked again of a fresh
+client.
 
 The functions that ask take the ``KafkaCluster``, which keeps the clients (``admin``,
 ``node_admin``).
@@ -22,6 +23,8 @@ from confluent_kafka.admin import NewTopic
 from harness.brokers.protocol import ClusterError
 from harness.brokers.kafka.nodes import broker_id, broker_node
 from harness.util import wait_until
+
+log = logging.getLogger(__name__)
 
 
 class ForeignAnswer(ClusterError):
@@ -65,22 +68,30 @@ def partitions_of(md: Any, topic: str) -> list[dict[str, Any]]:
             for p in sorted(t.partitions.values(), key=lambda p: p.id)]
 
 
+FOREIGN_RETRIES = 2  # fresh clients tried after a foreign answer, before the read fails
+
+
 def node_metadata(cluster, node: str, topic: str, timeout: float = 10) -> list[dict[str, Any]]:
     """``topic``'s partitions as ``node``'s broker sees them, proven to be its answer.
     Raises ClusterError when it did not answer in time, ForeignAnswer when another broker
-    did (the client is then dropped: a fresh one knows only ``node``'s address, while this
-    one would keep asking the broker it last used)."""
-    client = cluster.node_admin(node)
-    try:
-        md = client.list_topics(topic=topic, timeout=timeout)
-    except KafkaException as exc:
-        raise ClusterError(f"{node} gave no metadata for {topic}: {exc}") from exc
-    who = answered_by(md, cluster.client_endpoints())
-    if who != node:
+    answered each of 1 + FOREIGN_RETRIES clients. A client that strayed is dropped and the
+    read asked again of a fresh one, which knows only ``node``'s address (the stray one would
+    keep asking the broker it last used): the stray is librdkafka's, not the broker's, and a
+    role resolved at fault time must not fail on it (CI, 2026-11-26: a leader kill skipped)."""
+    for attempt in range(1 + FOREIGN_RETRIES):
+        client = cluster.node_admin(node)
+        try:
+            md = client.list_topics(topic=topic, timeout=timeout)
+        except KafkaException as exc:
+            raise ClusterError(f"{node} gave no metadata for {topic}: {exc}") from exc
+        who = answered_by(md, cluster.client_endpoints())
+        if who == node:
+            return partitions_of(md, topic)
         cluster.forget_node_admin(node, client)
-        raise ForeignAnswer(f"metadata asked of {node} answered by {who or '?'} "
-                            f"({getattr(md, 'orig_broker_name', None)}): discarded")
-    return partitions_of(md, topic)
+        log.debug("metadata asked of %s answered by %s (attempt %d): discarded", node, who, attempt + 1)
+    raise ForeignAnswer(f"metadata asked of {node} answered by {who or '?'} "
+                        f"({getattr(md, 'orig_broker_name', None)}), {1 + FOREIGN_RETRIES} clients "
+                        "in turn: discarded")
 
 
 def node_views(cluster, topic: str, timeout: float) -> tuple[dict[str, list[dict]], dict[str, str]]:
