@@ -299,6 +299,7 @@ class Run:
             self.info["prefill"] = self.broker.prefill(ctx)
         self.consumers = self.broker.consumers(ctx)
         self.producers = self.broker.producers(ctx)
+        self.nemesis.producers = lambda: self.producers
         for w in self.consumers + self.producers:
             w.start()
 

@@ -65,6 +65,8 @@ class Nemesis:
                  subject: str | None = None, settle: float = 5.0) -> None:
         self.cluster: Cluster = cluster
         self.subject = subject  # what a bare role target (leader, queue_master...) is about
+        # the run's producers, once the load starts (an operation may move them: move_producers)
+        self.producers: Callable[[], list] | None = None
         self.run_dir = Path(run_dir) if run_dir else None
         self.clock = clock or RunClock()
         self.seed = seed
@@ -199,7 +201,7 @@ class Nemesis:
             f.details["target_wait_s"] = round(time.monotonic() - t0, 2)
 
     def _ctx(self) -> F.Ctx:
-        return F.Ctx(self.cluster, self.rng, self.clock.now, self.subject)
+        return F.Ctx(self.cluster, self.rng, self.clock.now, self.subject, self.producers)
 
     # ---- faults ---------------------------------------------------------------------------
     def apply(self, fault: str | Step, targets: Any = None, duration: float | None = None,

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 
 from harness.brokers.protocol import (CORRUPT, FEATURES, KILL, MEMBERSHIP, MIGRATION, PAUSE, PLACEMENT, POWER_LOSS, QUORUM,
                                       QUORUM_MEMBERSHIP, RESTART_APP, START, STOP, SYNC, UPGRADE, WIPE, Cluster)
+from harness.clients.base import Movable
 from harness.util import wait_until
 from nemesis import grudge as g
 from nemesis import net
@@ -70,6 +71,8 @@ class Ctx:
     rng: random.Random
     now: Callable[[], float]
     subject: str | None = None  # the run's queue / topic, for bare role targets
+    # the run's producers (harness.clients.base.Movable), for a step that moves them; None: none
+    producers: Callable[[], list] | None = None
 
 
 def _addr_of(ctx: Ctx) -> Callable[[str], str]:
@@ -417,6 +420,32 @@ def _migrate(ctx: Ctx, f: Fault, params: dict) -> None:
     prove(f, {"after": after}, reached)
 
 
+def plan_move(ctx: Ctx, f: Fault, spec: Any, params: dict) -> None:
+    """The producers redeployed against the target nodes (issue 39: a blue-green switch, the
+    documented path from mirrored to quorum queues): an operator's change to the clients,
+    not the cluster; instant, where each producer published before as evidence."""
+    if ctx.producers is None:
+        raise TargetError(f"{f.fault}: the run has no producers to move")
+    fixed = [w.name for w in ctx.producers() if not isinstance(w, Movable)]
+    if fixed:
+        raise TargetError(f"{f.fault}: this broker's producers cannot be moved ({', '.join(fixed)})")
+    f.targets = resolve(ctx.cluster, spec, ctx.rng, ctx.subject)
+    f.details["before"] = {w.name: w.serving_on() for w in ctx.producers()}
+    f.instant = True
+
+
+def _move_producers(ctx: Ctx, f: Fault, params: dict) -> None:
+    """Done: every producer publishes through a target node (each first lets its window's
+    confirms come, up to its confirm timeout)."""
+    workers = ctx.producers() if ctx.producers else []
+    for w in workers:
+        w.move_to(list(f.targets))
+    after, moved = _shown(lambda: {w.name: w.serving_on() for w in workers},
+                          lambda on: all(n in f.targets for n in on.values()),
+                          float(params.get("timeout", 60)), f"the producers to publish through {f.targets}", 0.2)
+    prove(f, {"after": after, "moves": {w.name: w.moves[-1] for w in workers}}, bool(workers) and moved)
+
+
 def _asked_again(ctx: Ctx, f: Fault, ask: Callable[[], Any], retry_s: float, pause_s: float = 5.0) -> Any:
     """An operator's command refused by the broker, asked again every ``pause_s`` until
     ``retry_s`` have passed (0: asked once), as an operator would once the cluster looks
@@ -694,6 +723,8 @@ FAULT_TYPES: dict[str, FaultType] = _registry(
               does="raises the cluster's feature level: metadata.version, feature flags (an operator's change)"),
     FaultType("migrate_to_kraft", plan_migrate, _migrate, default_targets="all", needs=frozenset({MIGRATION}),
               operation=True, does="moves the cluster's metadata to KRaft, one documented phase (an operator's change)"),
+    FaultType("move_producers", plan_move, _move_producers, operation=True,
+              does="redeploys the producers against the nodes (an operator's change to the clients: a blue-green switch)"),
     FaultType("start", closes="start", default_targets="all", needs=frozenset({START}), does="starts nodes"),
     FaultType("unpause", closes="unpause", default_targets="all", needs=frozenset({PAUSE}), does="thaws nodes"),
     FaultType("restart", plan_nodes, _each(_rolling, _restarted), needs=frozenset({STOP, START}),

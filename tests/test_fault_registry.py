@@ -54,7 +54,8 @@ def test_the_tables_derive_from_the_registry():
         "sync_queue": ["sync"], "cancel_sync": ["sync"], "move_replicas": ["placement"],
         "restore_replicas": ["placement"], "migrate_to_kraft": ["migration"]}
     assert F.OPERATIONS == ("remove_member", "add_member", "remove_controller", "add_controller", "upgrade", "sync_queue",
-                            "cancel_sync", "move_replicas", "restore_replicas", "finalize", "migrate_to_kraft")
+                            "cancel_sync", "move_replicas", "restore_replicas", "finalize", "migrate_to_kraft",
+                            "move_producers")
     assert {n: k.undo_key for n, k in F.FAULT_TYPES.items() if k.plan is F.plan_nodes and k.undo_key} == {
         "kill": "start", "stop": "start", "pause": "unpause", "power_loss": "start"}
     assert [n for n, k in F.FAULT_TYPES.items() if k.fs] == ["power_loss"]

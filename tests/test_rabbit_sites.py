@@ -2,6 +2,8 @@
 (shovel, federated queue, federated exchange; several downstreams of one federated queue) and
 a cluster under test smaller than three nodes (seed 000's two-node cluster). Pure: the model's
 answers about which nodes hold what and whom the clients use."""
+import types
+
 import pytest
 from pydantic import ValidationError
 
@@ -93,7 +95,8 @@ def test_a_cluster_replaced_through_a_federated_exchange():
     ({"queue": {"name": "q", "type": "classic", "exchange_durable": False}}, "exchange_durable"),
     ({"link": {"kind": "federated-queue", "upstream_queue": True}}, "upstream_queue"),
     ({"link": {"kind": "shovel", "bidirectional": True}}, "bidirectional"),
-    ({"link": {"kind": "federated-queue", "replace": True}}, "replace"),
+    ({"link": {"kind": "shovel", "replace": True}}, "replace"),
+    ({"link": {"kind": "shovel", "downstream_type": "quorum"}}, "downstream_type"),
     ({"cluster": {"sites": [["rabbit1", "rabbit2"], ["rabbit3"]]},
       "queue": {"name": "q", "type": "classic", "declare_on": "rabbit3"}}, "first of cluster.sites"),
 ])
@@ -166,3 +169,65 @@ def test_policies_change_through_the_first_node_that_takes_them():
     assert gone.calls == [("rabbit1", "DELETE", "policies/%2F/p", None)]
     with pytest.raises(ClusterError, match="set_policy p failed: rabbit2: HTTP 404"):
         mgmt.put_policy(Cluster({"rabbit2": 404}), "p", "^q$", {}, node="rabbit2")  # a 404 on PUT is a failure
+
+
+# ---- issue 39: a mirrored queue moved to a quorum queue, blue-green -----------------------------
+
+BLUE_GREEN = {"link": {"kind": "federated-queue", "replace": True, "downstream_type": "quorum"},
+              "queue": {"name": "q", "type": "mirrored", "policy": {"ha-mode": "all", "ha-sync-mode": "automatic"}}}
+
+
+class _Declared:
+    """pika.BlockingConnection stand-in: which node each queue was declared on, and how."""
+    log: list[tuple[str, str, dict]] = []
+
+    def __init__(self, params):
+        self.node = {5672: "rabbit1", 5673: "rabbit2", 5674: "rabbit3"}[params.port]
+
+    def channel(self):
+        return self
+
+    def queue_declare(self, name, durable=True, arguments=None):
+        self.log.append((self.node, name, dict(arguments or {})))
+
+    def close(self):
+        pass
+
+
+class _Sites:
+    """The cluster calls declare() makes: policies by node, mirrors, the link's state."""
+
+    def __init__(self):
+        self.policies: list[tuple[str, str | None]] = []
+
+    def client_endpoints(self):
+        return {"rabbit1": "127.0.0.1:5672", "rabbit2": "127.0.0.1:5673", "rabbit3": "127.0.0.1:5674"}
+
+    def balancer_endpoint(self):
+        return None
+
+    def set_policy(self, name, pattern, definition, apply_to="queues", node=None):
+        self.policies.append((name, node))
+
+    def queue_mirrors(self, name, node=None):
+        return {"synchronised": ["rabbit1", "rabbit2"] if node in ("rabbit1", "rabbit2") else []}
+
+    def http(self, node, method, path, json=None):
+        return types.SimpleNamespace(raise_for_status=lambda: None)
+
+    def api(self, path, node=None, timeout=10):
+        return [{"upstream": W.LINK, "status": "running"}]
+
+
+def test_blue_green_declares_a_mirrored_queue_in_blue_and_a_quorum_queue_in_green(monkeypatch):
+    sc = scenario(**BLUE_GREEN)
+    # producers start in blue and may go on with green; consumers read green
+    assert sc.client_nodes("produce") == ["rabbit1", "rabbit2", "rabbit3"] and sc.client_nodes("consume") == ["rabbit3"]
+    _Declared.log = []
+    monkeypatch.setattr(W.pika, "BlockingConnection", _Declared)
+    cluster = _Sites()
+    W.declare(cluster, sc)
+    assert _Declared.log == [("rabbit1", "q", {}), ("rabbit3", "q", {"x-queue-type": "quorum"})]
+    # the ha policy on blue only (green's queue is federated, a policy of its own); blue's two
+    # nodes are its mirrors' whole cluster (not three: green is another cluster)
+    assert cluster.policies == [("mqchaos-ha", "rabbit1"), ("mqchaos-federation", "rabbit3")]

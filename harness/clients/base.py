@@ -5,6 +5,7 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from harness.history import JsonlWriter, RunClock
 
@@ -61,6 +62,19 @@ class Worker(threading.Thread):
 
     def work(self) -> None:
         raise NotImplementedError
+
+
+@runtime_checkable
+class Movable(Protocol):
+    """A producer an operation may redeploy against other nodes (nemesis: move_producers)."""
+    name: str
+    moves: list[dict]
+
+    def move_to(self, nodes: list[str]) -> None:
+        """Go on publishing through ``nodes`` alone, after the window's confirms."""
+
+    def serving_on(self) -> str | None:
+        """The node of the session publishing now; None between sessions or while moving."""
 
 
 class RateLimiter:

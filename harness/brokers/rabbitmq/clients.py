@@ -91,17 +91,40 @@ class RabbitPublisher(Worker):
         self.seq = 0
         self.limiter: RateLimiter | None = None
         self.node: str | None = None
+        self.ch = None
+        # an application's redeploy against other nodes (move_to): the endpoints it goes on with
+        self._moving: list[Endpoint] | None = None
+        self.moves: list[dict] = []
 
     # -- the failover loop ------------------------------------------------------------
     def work(self) -> None:
         self.limiter = RateLimiter(self.rate, self.clock.now())
         i = self.first
         while not self.done():
+            if self._moving is not None:  # the old session closed: go on with the new nodes
+                self.endpoints, self._moving, i = self._moving, None, 0
+                self.moves[-1]["t_closed"] = self.clock.now()
             ep = self.endpoints[i % len(self.endpoints)]
             self._session(ep)
             i += 1
-            if not self.done():
+            if not self.done() and self._moving is None:
                 self.stop_all.wait(self.backoff)  # interruptible pause between reconnects
+
+    def move_to(self, nodes: list[str]) -> None:
+        """Go on publishing to ``nodes`` alone, as an application redeployed against them
+        would (a blue-green switch): publish nothing more here, let the window's confirms come
+        (each waits ``confirm_timeout`` at most), close, connect there. Called from another
+        thread: the session's next tick acts."""
+        eps = [e for e in self.endpoints if e.node in nodes]
+        if not eps:
+            raise ValueError(f"{self.name} has no endpoint on {nodes} (it knows "
+                             f"{[e.node for e in self.endpoints]})")
+        self.moves.append({"to": sorted(nodes), "t_asked": self.clock.now(), "from": self.node})
+        self._moving = eps
+
+    def serving_on(self) -> str | None:
+        """The node of the session publishing now (None between sessions or while moving)."""
+        return self.node if self._moving is None and self.ch is not None and self.ch.is_open else None
 
     def done(self) -> bool:
         return self.stopping() or self.seq >= self.max_messages
@@ -230,7 +253,7 @@ class RabbitPublisher(Worker):
                 self._record(msg_id, seq, "info", t, "confirm timeout")
         if self.committing is not None:
             pass  # one transaction at a time: the ticks go on, publishing nothing until its CommitOk
-        elif self.done():
+        elif self.done() or self._moving is not None:
             if not self.inflight:
                 self.conn.close()
                 return

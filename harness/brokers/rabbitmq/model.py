@@ -379,13 +379,23 @@ class LinkSpec(Strict):
     bidirectional: bool = False
     # federated-exchange: the producers' node list goes on with the downstream cluster, so
     # when the upstream cluster goes they publish there (seed 003: replacing a cluster)
+    # federated exchange or queue: the producers' node list goes on with the downstream
+    # cluster, so when the upstream cluster goes (or a move_producers step) they publish there
     replace: bool = False
+    # the downstream cluster's queue type, when it is not the queue's (issue 39: RabbitMQ's
+    # blue-green path from a mirrored queue to a quorum queue, a federated queue draining blue)
+    downstream_type: Literal["classic", "quorum"] | None = None
 
     @model_validator(mode="after")
     def _exchange_only(self) -> "LinkSpec":
-        for field in ("upstream_queue", "bidirectional", "replace"):
+        for field in ("upstream_queue", "bidirectional"):
             if getattr(self, field) and self.kind != "federated-exchange":
                 raise ValueError(f"link.{field}: a federated exchange's only")
+        if self.replace and self.kind == "shovel":
+            raise ValueError("link.replace: a federation's only (a shovel has no downstream producers' side)")
+        if self.downstream_type and self.kind != "federated-queue":
+            raise ValueError("link.downstream_type: a federated queue's only (blue-green: the green cluster's "
+                             "queue federates the blue one's)")
         if self.bidirectional and self.upstream_queue:
             raise ValueError("link.bidirectional: each cluster's queue is read; no upstream_queue")
         return self
@@ -436,9 +446,9 @@ class RabbitScenario(BaseScenario):
                              "exchange here has one downstream cluster")
         if ln.kind == "federated-exchange" and not self.queue.exchange:
             raise ValueError("link.kind federated-exchange: queue.exchange names the exchange federated")
-        if ln.kind == "federated-queue" and self.queue.type == "mirrored":
+        if ln.kind == "federated-queue" and self.queue.type == "mirrored" and ln.downstream_type is None:
             raise ValueError("link.kind federated-queue: a mirrored queue's ha policy would replace the federation "
-                             "policy (one policy applies to a queue); use classic or quorum")
+                             "policy (one policy applies to a queue); use classic or quorum, or link.downstream_type")
         self.cluster.sites = sites
         self.cluster.plugins = sorted({*self.cluster.plugins, *LINK_PLUGINS[ln.kind]})
         return self

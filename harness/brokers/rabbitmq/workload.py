@@ -39,8 +39,8 @@ def declare(cluster, sc) -> None:
         _declare_exchange(cluster, sc, sc.queue.declare_on or ln.upstream[0], with_queue=ln.upstream_queue)
     else:
         _declare_queue(cluster, sc, sc.queue.declare_on)
-    for home in ln.homes() if ln else ():  # the same queue downstream
-        _declare_queue(cluster, sc, home)
+    for home in ln.homes() if ln else ():  # the same queue downstream (of its own type: a migration)
+        _declare_queue(cluster, sc, home, ln.downstream_type)
     for home, source in ln.sources() if ln else ():  # then each link
         link(cluster, sc, home, source)
 
@@ -118,15 +118,17 @@ def _declare_exchange(cluster, sc, on: str, with_queue: bool = False) -> None:
         conn.close()
 
 
-def _declare_queue(cluster, sc, on: str | None) -> None:
-    q = sc.queue
-    if q.type == "mirrored":
-        cluster.set_policy("mqchaos-ha", f"^{q.name}$", q.policy)
+def _declare_queue(cluster, sc, on: str | None, qtype: str | None = None) -> None:
+    """The run's queue, on ``on``'s cluster, of ``qtype`` when given (a link's downstream
+    queue of another type: mirrored upstream, quorum downstream)."""
+    q = sc.queue if qtype in (None, sc.queue.type) else sc.queue.model_copy(update={"type": qtype})
     args = q.declare_arguments()
     if sc.workload.single_active_consumer:
         args["x-single-active-consumer"] = True
     eps = {e.node: e for e in endpoints(cluster) if e.node in (sc.cluster.site(on) if on else sc.client_nodes("produce"))}
     ep = eps[on] if on else next(iter(eps.values()))
+    if q.type == "mirrored":  # on the queue's own cluster (a migration's other one has none)
+        cluster.set_policy("mqchaos-ha", f"^{q.name}$", q.policy, node=ep.node)
     conn = pika.BlockingConnection(params(ep))
     try:
         ch = conn.channel()
@@ -142,7 +144,7 @@ def _declare_queue(cluster, sc, on: str | None) -> None:
     finally:
         conn.close()
     if q.type == "mirrored" and q.policy.get("ha-sync-mode") == "automatic":
-        want = mirrors_wanted(q.policy, len(eps))
+        want = mirrors_wanted(q.policy, len(sc.cluster.site(ep.node)))  # its own cluster's nodes
         wait_until(lambda: len(cluster.queue_mirrors(q.name, node=ep.node)["synchronised"]) >= want,
                    60, f"queue {q.name} mirrors synchronised")
 
