@@ -2,6 +2,7 @@
 (shovel, federated queue, federated exchange; several downstreams of one federated queue) and
 a cluster under test smaller than three nodes (seed 000's two-node cluster). Pure: the model's
 answers about which nodes hold what and whom the clients use."""
+import threading
 import types
 
 import pytest
@@ -9,6 +10,7 @@ from pydantic import ValidationError
 
 from harness.brokers.rabbitmq import workload as W
 from harness.brokers.rabbitmq.model import RabbitScenario
+from harness.history import RunClock
 
 
 def scenario(**kw) -> RabbitScenario:
@@ -231,3 +233,13 @@ def test_blue_green_declares_a_mirrored_queue_in_blue_and_a_quorum_queue_in_gree
     # the ha policy on blue only (green's queue is federated, a policy of its own); blue's two
     # nodes are its mirrors' whole cluster (not three: green is another cluster)
     assert cluster.policies == [("mqchaos-ha", "rabbit1"), ("mqchaos-federation", "rabbit3")]
+
+
+def test_blue_green_consumers_read_green_as_the_quorum_queue_it_is():
+    # x-cancel-on-ha-failover is a mirrored queue's consumer argument: a quorum queue refuses
+    # the consume (precondition_failed; G1's first run, 2026-11-26: no delivery at all)
+    assert scenario(**BLUE_GREEN).consumed_type() == "quorum"
+    assert scenario(link={"kind": "federated-queue"}).consumed_type() == "classic"
+    ctx = types.SimpleNamespace(sc=scenario(**BLUE_GREEN), cluster=_Sites(), writer=lambda side, name: None,
+                                clock=RunClock(), stop=threading.Event())
+    assert [c.cancel_on_failover for c in W.consumers(ctx)] == [False, False]

@@ -474,6 +474,14 @@ class RabbitScenario(BaseScenario):
             return list(self.link.upstream if side == "produce" else self.link.downstream)
         return list(self.cluster.sites[0]) if self.cluster.sites else list(NODES)
 
+    def consumed_type(self) -> str:
+        """The type of the queue the consumers read: a federated queue's downstream type when
+        the link gives it one (a mirrored queue's consumer argument x-cancel-on-ha-failover is
+        refused by a quorum queue), else the queue's."""
+        if self.link and self.link.downstream_type:
+            return self.link.downstream_type
+        return self.queue.type
+
     def queue_sites(self) -> list[list[str]] | None:
         """The clusters that hold the scenario's queue: with sites alone the first; a federated
         exchange's downstream ones (upstream, the link's own queue holds what is in transit);

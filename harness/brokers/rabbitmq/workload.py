@@ -201,7 +201,7 @@ def consumers(ctx: RunContext, names: list[str] | None = None, delay: float | No
     names = names if names is not None else [f"c{i}" for i in range(w.consumers)]
     return [RabbitConsumer(name, eps, sc.queue.name, ctx.writer("consume", name),
                            ctx.clock, ctx.stop, prefetch=w.prefetch, auto_ack=w.auto_ack,
-                           cancel_on_failover=w.cancel_on_failover and sc.queue.type == "mirrored",
+                           cancel_on_failover=w.cancel_on_failover and sc.consumed_type() == "mirrored",
                            first=0 if pinned else i + 1,
                            delay=w.consumer_delay if delay is None else delay,
                            stream=sc.queue.type == "stream",
