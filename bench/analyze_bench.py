@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.checker_bench import _ids, _prefixed
+from bench.checker_bench import _ids, _prefixed, bench_env, cpu_busy
 
 ROOT = Path(__file__).resolve().parent
 DATA = ROOT / "data"
@@ -208,6 +208,7 @@ def main() -> int:
            "generate_s": gen_s, "cpus": os.cpu_count(), "planted": planted,
            "commit": _git("rev-parse", "HEAD"), "checker_sources": _sources_digest()}
     print(f"tree: {tree} ({a.runs} runs x {a.messages:,}; generated/found in {gen_s} s)", flush=True)
+    busy_before = cpu_busy(2.0)  # bench.guard concludes nothing from a busy machine
     summaries = {}
     if "local" in a.modes:
         out = work / "local"
@@ -232,6 +233,7 @@ def main() -> int:
         print(f"standalone: {row['standalone_s']} s (cluster start {row['standalone_start_s']} s)", flush=True)
     checks = _checks(summaries, a.runs, planted)
     row["checks"] = checks
+    row["env"] = bench_env(busy_before)  # bench.guard compares only with a baseline of the same env
     if len(summaries) == 2:
         row["modes_agree"] = summaries["local"]["by_version"] == summaries["standalone"]["by_version"] \
             and summaries["local"]["by_day"] == summaries["standalone"]["by_day"]
