@@ -120,3 +120,9 @@ def background_priority() -> Iterator[None]:
             os.setpriority(os.PRIO_PROCESS, tid, before)
         except PermissionError:
             pass
+
+
+def same_release(reported: str | None, version: str) -> bool:
+    """Does a node's own version string (4.1.1) belong to a harness version (4.1, 3.9-kraft)?"""
+    release = version.split("-")[0]
+    return bool(reported) and (reported == release or str(reported).startswith(release + "."))

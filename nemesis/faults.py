@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 from harness.brokers.protocol import (CORRUPT, FEATURES, KILL, MEMBERSHIP, MIGRATION, PAUSE, PLACEMENT, POWER_LOSS, QUORUM,
                                       QUORUM_MEMBERSHIP, RESTART_APP, START, STOP, SYNC, UPGRADE, WIPE, Cluster)
 from harness.clients.base import Movable
-from harness.util import wait_until
+from harness.util import same_release, wait_until
 from nemesis import grudge as g
 from nemesis import net
 from nemesis.targets import TargetError, grudge_for, nodes_problems, resolve, spec_problems
@@ -316,12 +316,6 @@ def _upgrade(ctx: Ctx, node: str, params: dict, f: Fault) -> None:
     ctx.cluster.wait_rejoined(node, float(params.get("rejoin_timeout", 180)))
     step["rejoined"] = ctx.now()
     step["reports"] = _reported(ctx, node)
-
-
-def same_release(reported: str | None, version: str) -> bool:
-    """Does a node's own version string (4.1.1) belong to a harness version (4.1, 3.9-kraft)?"""
-    release = version.split("-")[0]
-    return bool(reported) and (reported == release or str(reported).startswith(release + "."))
 
 
 def _upgraded(ctx: Ctx, f: Fault) -> None:

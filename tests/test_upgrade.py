@@ -14,7 +14,7 @@ from harness.brokers.kafka import kraft
 from harness.brokers.rabbitmq import ctl
 from harness.history import RunClock
 from nemesis.core import Nemesis
-from nemesis.faults import same_release
+from harness.util import same_release
 
 
 class VersionedRabbit(FakeRabbit):
@@ -339,3 +339,34 @@ def test_a_move_of_the_replicas_is_proved_by_the_brokers_record(tmp_path):
     assert m.targets == ["rabbit3"] and m.details["before"]["placed"] is False and m.details["effective"]
     assert m.details["evidence"]["after"]["placed"] is True
     assert r.targets == [] and r.details["effective"] and r.details["evidence"]["after"]["placed"] is False
+
+
+def test_a_blue_green_upgrades_green_starts_on_its_own_version(tmp_path, monkeypatch):
+    """link.downstream_version: green's nodes are pinned to another version's image before the
+    first compose call, and the cluster's start fails (a harness error, never a verdict) when a
+    pinned node does not report that version."""
+    import harness.brokers.compose as compose
+    from harness.brokers.protocol import ClusterError
+    from harness.scenario import parse
+
+    sc = parse({"name": "g", "broker": "rabbitmq", "version": "4.0",
+                "queue": {"name": "q", "type": "quorum"},
+                "link": {"kind": "federated-queue", "replace": True, "downstream_version": "4.3"}}, env={})
+    assert sc.cluster.node_versions == {"rabbit3": "4.3"}
+    with pytest.raises(Exception, match="downstream_version: '4.2' is no version here"):
+        parse({"name": "g", "broker": "rabbitmq", "queue": {"name": "q", "type": "quorum"},
+               "link": {"kind": "federated-queue", "downstream_version": "4.2"}}, env={})
+    monkeypatch.setattr(compose, "STATE_DIR", tmp_path)
+    c = brokers.get("rabbitmq").cluster(version="4.0")
+    calls = []
+    monkeypatch.setattr(c, "down", lambda: calls.append("down"))
+    monkeypatch.setattr(c, "_compose_up", lambda nodes: calls.append(("up", json.loads(c.image_override().read_text()))))
+    monkeypatch.setattr(c, "wait_healthy", lambda *a, **k: None)
+    reports = {"rabbit3": "4.3.6"}
+    monkeypatch.setattr(c, "node_version", lambda node: reports[node])
+    c.up(sc.cluster)
+    assert calls[0] == "down" and calls[1][0] == "up"
+    assert calls[1][1]["services"]["rabbit3"]["image"].startswith("mqchaos/rabbitmq:4.3")
+    reports["rabbit3"] = "4.0.5"  # the image was not what it was to be
+    with pytest.raises(ClusterError, match="rabbit3 was to run 4.3, it reports 4.0.5"):
+        c.up(sc.cluster)

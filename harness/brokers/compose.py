@@ -199,17 +199,24 @@ class ComposeCluster(ContainerCluster):
         """The node's container made again from ``version``'s image (compose, that node only:
         its named data volume is kept) and started; every later compose call keeps it there
         (an override file, gone with the cluster)."""
-        reason = self.upgrade_reason(version)
-        if reason:
-            raise ClusterError(reason)
+        self.pin_versions({node: version})
+        self._addr_cache.pop(node, None)
+        self.compose("up", "-d", "--no-build", "--no-deps", "--force-recreate", node, timeout=600)
+
+    def pin_versions(self, versions: dict[str, str]) -> None:
+        """Nodes made from another version's image than the cluster's, by every later compose
+        call (an override file, gone with the cluster): an upgrade's node, or a node that
+        starts on another version (a blue-green upgrade's green cluster)."""
+        for version in set(versions.values()):
+            reason = self.upgrade_reason(version)
+            if reason:
+                raise ClusterError(reason)
         path = self.image_override()
         images = _image_overrides(path)
-        images[node] = image_ref(self.image_repo, self.generations[version])
+        images.update({n: image_ref(self.image_repo, self.generations[v]) for n, v in versions.items()})
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"version": "2.4", "services": {
             n: {"image": ref} for n, ref in sorted(images.items())}}, indent=1))  # YAML too
-        self._addr_cache.pop(node, None)
-        self.compose("up", "-d", "--no-build", "--no-deps", "--force-recreate", node, timeout=600)
 
     # ---- the CPU weight of a cluster started in the background -----------------------
     def cpu_override(self) -> Path:

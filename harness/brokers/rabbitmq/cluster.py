@@ -26,6 +26,7 @@ from harness.brokers.rabbitmq.generations import PARTITION_HANDLING as HANDLES_P
 from harness.brokers.rabbitmq.nodes import AMQP_PORTS, MGMT_PORTS, NODES, REPLICATED, erlang_node, short_node
 from harness.brokers.rabbitmq.queues import master_of
 from harness.brokers.rabbitmq.recovery import boot_failed
+from harness.util import same_release
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ class RabbitConfig(Settings):
     # still on disc): cluster_formation.node_type = ram in their own rabbitmq.<node>.conf
     ram_nodes: list[str] = Field(default_factory=list)
     plugins: list[str] = Field(default_factory=list)  # enabled beside rabbitmq_management
+    # Nodes started on another version's image than the cluster's (issue 39: a blue-green
+    # upgrade's green cluster, LinkSpec.downstream_version): node -> version
+    node_versions: dict[str, str] = Field(default_factory=dict)
     # The feature flags a new cluster starts with (RABBITMQ_FEATURE_FLAGS; the required ones
     # always): a cluster as an older version left it, for a row that enables the rest under
     # load (issue 39: ``finalize``). None: every stable flag, RabbitMQ's default.
@@ -284,6 +288,8 @@ class RabbitCluster(ComposeCluster):
         if fresh:
             self.down()
         self.write_config(self.config)
+        if self.config.node_versions:
+            self.pin_versions(self.config.node_versions)
         rest = list(NODES)
         if not has(self.config.version, SEED_DISCOVERY):
             self._compose_up(["rabbit1"])
@@ -292,6 +298,10 @@ class RabbitCluster(ComposeCluster):
             rest.remove("rabbit1")
         self._compose_up(rest)
         self.wait_healthy(self.config.healthy_timeout, must_run=NODES)
+        for node, version in self.config.node_versions.items():  # the premise of the run, proven
+            reported = self.node_version(node)
+            if not same_release(reported, version):
+                raise ClusterError(f"{node} was to run {version}, it reports {reported}")
         if self.config.balancer:
             self.start_balancer(self.config.balancer)
 

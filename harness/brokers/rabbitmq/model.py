@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 from harness.brokers import balancer
 from harness.brokers.rabbitmq import values
 from harness.brokers.rabbitmq.cluster import NODES, RabbitConfig
-from harness.brokers.rabbitmq.generations import (DELIVERY_LIMIT_DEFAULT, MIRRORED_QUEUES, MIRRORING_REMOVED,
+from harness.brokers.rabbitmq.generations import (GENERATIONS, DELIVERY_LIMIT_DEFAULT, MIRRORED_QUEUES, MIRRORING_REMOVED,
                                                   PARTITION_HANDLING, PARTITION_HANDLING_GONE, REFUSED_KEYS,
                                                   NACK_COUNTS, NACKS_FREE, RAM_NODES, RAM_NODES_GONE, has)
 from harness.expect import judge
@@ -385,6 +385,9 @@ class LinkSpec(Strict):
     # the downstream cluster's queue type, when it is not the queue's (issue 39: RabbitMQ's
     # blue-green path from a mirrored queue to a quorum queue, a federated queue draining blue)
     downstream_type: Literal["classic", "quorum"] | None = None
+    # the downstream cluster's version, when it is not the run's (the guide's blue-green
+    # upgrade: green on a version blue cannot be upgraded to in place, e.g. 4.0 -> 4.3)
+    downstream_version: str | None = None
 
     @model_validator(mode="after")
     def _exchange_only(self) -> "LinkSpec":
@@ -393,6 +396,9 @@ class LinkSpec(Strict):
                 raise ValueError(f"link.{field}: a federated exchange's only")
         if self.replace and self.kind == "shovel":
             raise ValueError("link.replace: a federation's only (a shovel has no downstream producers' side)")
+        if self.downstream_version is not None and self.downstream_version not in GENERATIONS:
+            raise ValueError(f"link.downstream_version: {self.downstream_version!r} is no version here "
+                             f"({', '.join(GENERATIONS)})")
         if self.downstream_type and self.kind != "federated-queue":
             raise ValueError("link.downstream_type: a federated queue's only (blue-green: the green cluster's "
                              "queue federates the blue one's)")
@@ -451,6 +457,8 @@ class RabbitScenario(BaseScenario):
                              "policy (one policy applies to a queue); use classic or quorum, or link.downstream_type")
         self.cluster.sites = sites
         self.cluster.plugins = sorted({*self.cluster.plugins, *LINK_PLUGINS[ln.kind]})
+        if ln.downstream_version:
+            self.cluster.node_versions = {n: ln.downstream_version for n in ln.downstream}
         return self
 
     @model_validator(mode="after")
