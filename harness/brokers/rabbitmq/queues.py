@@ -50,6 +50,10 @@ def resolve_role(cluster, name: str, arg: str | None) -> list[str]:
     if name == "queue_mirrors":
         q = cluster.queue(arg) or {}
         if q.get("type") in REPLICATED:
+            # no leader named (an election under way): which members follow is not known, and
+            # every member is not the answer (S1x on 3.10: a follower's kill took the leader too)
+            if not q.get("leader"):
+                return []
             leader = short_node(q.get("leader"))
             return [n for n in (short_node(m) for m in q.get("members") or []) if n != leader]
         return cluster.queue_mirrors(arg)["mirrors"]
