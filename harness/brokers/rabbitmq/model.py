@@ -377,10 +377,9 @@ class LinkSpec(Strict):
     # federated-exchange: each cluster's exchange federates the other's (seed 003: upstreams
     # both ways), each cluster has the queue bound, producers and consumers use every node
     bidirectional: bool = False
-    # federated-exchange: the producers' node list goes on with the downstream cluster, so
-    # when the upstream cluster goes they publish there (seed 003: replacing a cluster)
     # federated exchange or queue: the producers' node list goes on with the downstream
-    # cluster, so when the upstream cluster goes (or a move_producers step) they publish there
+    # cluster, so when the upstream cluster goes (seed 003: replacing a cluster) or a
+    # move_producers step moves them (a blue-green switch) they publish there
     replace: bool = False
     # the downstream cluster's queue type, when it is not the queue's (issue 39: RabbitMQ's
     # blue-green path from a mirrored queue to a quorum queue, a federated queue draining blue)
