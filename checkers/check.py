@@ -193,7 +193,7 @@ def main(paths: list[str], *, ordering: str | None = None, master: str | None = 
     if not runs:
         return EXIT_UNKNOWN
     t0 = time.monotonic()
-    spark = session(master, "mqchaos-check")
+    spark = session(master, "mqchaos-check", small=records_estimate(runs) < A.LARGE_INPUT)
     try:
         results = check_runs(spark, runs, ordering=ordering, threshold=threshold)
     except HistoryError as e:

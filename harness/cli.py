@@ -271,11 +271,15 @@ def matrix(only, versions, repeat, retries, kind, master, dry_run, from_runs, sc
 @click.option("--compare", "as_compare", is_flag=True,
               help="BATCH_DIR holds published batches: every comparison (scenarios/comparisons/*.yaml), one "
                    "line per pair of its sides' runs.")
+@click.option("--budget", "as_budget", is_flag=True,
+              help="BATCH_DIR holds published batches: the catalogue's wall time (each row's newest published "
+                   "run, its declared load) and per number of machines its longest shard (harness/batch/shard.py).")
 @click.option("--as", "as_name", default=None,
               help="The published copy's directory under docs/batches (default: the batch's own name).")
 @click.option("--batches", type=click.Path(file_okay=False), default=None,
               help="Where published copies go (default: the repository's docs/batches).")
-def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_claims, as_explore, as_compare, as_name, batches):
+def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_claims, as_explore, as_compare, as_budget, as_name,
+              batches):
     """Write a batch's table (its summary.json, or with --matrix its matrix.json) into a
     document between its markers, so the figures in README.md and docs/ come from the runs,
     never typed. A batch under results/ (not committed) is first copied, compact, to
@@ -294,6 +298,8 @@ def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_claims, as_explor
             lines, source, count = _claims_source(Path(batch_dir))
         elif as_compare:
             lines, source, count = _compare_source(Path(batch_dir))
+        elif as_budget:
+            lines, source, count = _budget_source(Path(batch_dir))
         else:
             lines, source, count = _doc_source(Path(batch_dir), wanted, as_matrix, tally,
                                                Path(batches) if batches else R.DOC_BATCHES, as_name)
@@ -301,12 +307,13 @@ def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_claims, as_explor
         raise click.ClickException(str(e)) from None
     flags = (" --matrix" if as_matrix else "") + (" --tally" if tally else "") + (f" --only {only}" if only else "")
     flags += (" --explore" if as_explore else "") + (" --claims" if as_claims else "")
-    flags += " --compare" if as_compare else ""
-    whole = tally or as_explore or as_claims or as_compare  # a pattern over the directory, not one batch's file
+    flags += (" --compare" if as_compare else "") + (" --budget" if as_budget else "")
+    # a pattern over the directory, not one batch's file
+    whole = tally or as_explore or as_claims or as_compare or as_budget
     by = f"mqchaos doc-table {R.repo_path(source.parent if not whole else Path(batch_dir))}{flags}"
     shown = (R.repo_path(source) if not whole else
              f"{R.repo_path(Path(batch_dir))}/{EXPLORE_RECORDS if as_explore else '*/' + R.SUMMARY_JSON}")
-    if as_claims:
+    if as_claims or as_budget:
         shown += f" {SCENARIO_FILES}"
     if as_claims or as_compare:
         from harness.compare import COMPARISON_FILES
@@ -376,6 +383,33 @@ def _claims_source(batch_dir):
         scenarios.append((c.id, c.name, c.claims, R.prediction_text(c.prediction(), {})))
         rows += C.sample_rows(c, samples)
     return R.claim_lines(scenarios, rows, SEED_CLAIMS), batch_dir, SEED_CLAIMS
+
+
+def _budget_source(batch_dir):
+    """The catalogue's wall time: what the published batches say of each row, and its shards."""
+    from harness.batch import shard
+    from harness.batch.jobs import select
+    from harness.store import ROOT
+
+    scenarios, _ = select(sorted(ROOT.glob(SCENARIO_FILES)), None)
+    load = {sc.name: sc.timing.warmup + sc.timing.duration + sc.timing.recovery for sc in scenarios}
+    b = shard.budget(load, shard.wall_times(p for p in batch_dir.iterdir() if p.is_dir()))
+    rest = b["published_s"] - b["published_load_s"]
+    lines = ["| the catalogue (scenarios/*.yaml) | rows | s |", "|---|---|---|",
+             f"| every row | {b['rows']} | |",
+             f"| published: each row's newest batch (the median of its runs there) | {b['published']} | "
+             f"{b['published_s']:,.0f} |",
+             f"| of that, the rows' own load (warmup + duration + recovery, as declared) | {b['published']} | "
+             f"{b['published_load_s']:,.0f} |",
+             f"| of that, the rest (cluster start and set-up, probes, drain, heal, teardown) | {b['published']} | "
+             f"{rest:,.0f} |",
+             f"| never published (each counted as the published median, {b['guess_s']:,.0f} s) | {b['unpublished']} | "
+             f"{b['unpublished'] * b['guess_s']:,.0f} |",
+             f"| the declared load of every row | {b['rows']} | {b['load_s']:,.0f} |",
+             "", "| machines (shards) | expected wall s (the longest shard) | floor s (the declared load alone) |",
+             "|---|---|---|"]
+    lines += [f"| {n} | {m['expected_s']:,.0f} | {m['floor_s']:,.0f} |" for n, m in b["machines"].items()]
+    return lines, batch_dir, b["rows"]
 
 
 def _compare_source(batch_dir):

@@ -7,6 +7,11 @@
    with the generation's build arguments, and what its ``prepare`` puts in the build context,
    e.g. the Kafka jars from Maven Central).
 
+Independent steps run side by side (a bare machine's set-up is mostly waiting on downloads):
+the missing base suites are bootstrapped at once, then the images built a few at a time, each
+as soon as its base is there. What touches the host (apt, a spec's ``prepare`` with its Maven
+repository) runs one at a time.
+
 Each image is tagged by ``ImageSpec.ref``: the default version as today (``<repo>:<hash>``
 and ``<repo>:latest``), the others ``<repo>:<version>-<hash>`` and ``<repo>:<version>``. The
 hash covers its build inputs (the spec's input files, the build arguments and the base image
@@ -22,7 +27,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness import brokers
@@ -44,6 +51,11 @@ SECURITY_MIRROR = os.environ.get("MQCHAOS_DEBIAN_SECURITY_MIRROR", "http://deb.d
 DEBOOTSTRAP_SCRIPT = {"forky": "sid"}
 DEBOOTSTRAP_SCRIPTS = Path("/usr/share/debootstrap/scripts")
 
+
+# docker builds at once: the legacy builder runs them independently; each is mostly apt or
+# Maven downloading, so more than the two cores pays, up to the host's disk
+PARALLEL_BUILDS = int(os.environ.get("MQCHAOS_PARALLEL_BUILDS", "3"))
+_HOST = threading.Lock()  # apt on the host, a spec's prepare (one Maven repository)
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +102,9 @@ def ensure_base(suite: str = DEFAULT_SUITE) -> str:
         except subprocess.TimeoutExpired:
             pass
         log.warning("cannot pull %s: building it with debootstrap", tag)
-    if not shutil.which("debootstrap"):
-        apt_install(["debootstrap"])
+    with _HOST:
+        if not shutil.which("debootstrap"):
+            apt_install(["debootstrap"])
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mqchaos-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
@@ -176,10 +189,11 @@ def ensure_spec(spec: ImageSpec, generation: Generation, base_id: str, force: bo
     if not built:
         log.info("%s is up to date", ref)
     else:
-        missing = [package for command, package in spec.tools if not shutil.which(command)]
-        if missing:
-            apt_install(missing)
-        ctx = _prepare_context(spec, generation)
+        with _HOST:
+            missing = [package for command, package in spec.tools if not shutil.which(command)]
+            if missing:
+                apt_install(missing)
+            ctx = _prepare_context(spec, generation)
         t0 = time.monotonic()
         log.info("building %s (%s on %s)", ref, what or spec.repo, generation.suite)
         env = dict(os.environ, DOCKER_BUILDKIT="0")
@@ -189,10 +203,10 @@ def ensure_spec(spec: ImageSpec, generation: Generation, base_id: str, force: bo
     return ref, built
 
 
-def ensure_balancer(force: bool = False) -> str:
+def ensure_balancer(force: bool = False, base_id: str | None = None) -> str:
     """The load balancer's image (harness.brokers.balancer: HAProxy from the default suite)."""
     g = balancer.GENERATION
-    return ensure_spec(balancer.IMAGE, g, ensure_base(g.suite), force, what="load balancer")[0]
+    return ensure_spec(balancer.IMAGE, g, base_id or ensure_base(g.suite), force, what="load balancer")[0]
 
 
 def dump_config_keys(kind: str, ref: str, generation: Generation | None = None) -> Path:
@@ -211,15 +225,24 @@ def ensure_images(kinds: list[str] | None = None, force: bool = False,
     """The images of ``kinds`` (default: every broker) for ``versions`` (by broker; default:
     the version the usual rule picks), each base suite made once: {kind: {version: ref}}."""
     ensure_engine()
-    bases: dict[str, str] = {}
+    jobs = [(kind, g) for kind in kinds or list(brokers.KINDS)
+            for g in images_to_build(kind, (versions or {}).get(kind))]
+    with_balancer = any("balancer" in brokers.get(k).settings_model.model_fields for k in kinds or brokers.KINDS)
+    suites = list(dict.fromkeys([g.suite for _, g in jobs] + ([balancer.GENERATION.suite] if with_balancer else [])))
     out: dict[str, dict[str, str]] = {}
-    for kind in kinds or list(brokers.KINDS):
-        for g in images_to_build(kind, (versions or {}).get(kind)):
-            if g.suite not in bases:
-                bases[g.suite] = ensure_base(g.suite)
-            out.setdefault(kind, {})[g.name] = ensure_image(kind, g, bases[g.suite], force=force)
-    if any("balancer" in brokers.get(k).settings_model.model_fields for k in kinds or brokers.KINDS):
-        out["balancer"] = {"haproxy": ensure_balancer(force)}
+    with ThreadPoolExecutor(max_workers=max(1, len(suites)), thread_name_prefix="base") as pool:
+        bases = {suite: pool.submit(ensure_base, suite) for suite in suites}
+        with ThreadPoolExecutor(max_workers=max(1, PARALLEL_BUILDS), thread_name_prefix="build") as builds:
+            # each build waits for its own base only; results in the jobs' order
+            built = [(kind, g, builds.submit(lambda k=kind, g=g: ensure_image(k, g, bases[g.suite].result(),
+                                                                              force=force)))
+                     for kind, g in jobs]
+            lb = (builds.submit(lambda: ensure_balancer(force, bases[balancer.GENERATION.suite].result()))
+                  if with_balancer else None)
+            for kind, g, f in built:
+                out.setdefault(kind, {})[g.name] = f.result()
+            if lb is not None:
+                out["balancer"] = {"haproxy": lb.result()}
     return out
 
 

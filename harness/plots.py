@@ -141,12 +141,17 @@ def broker_state(run_dir: Path, samples: list[dict], faults: list[dict], end: fl
     fig, ax = plt.subplots(figsize=(11, 0.45 * len(nodes) + 1.4), dpi=90)
     colour = {"leads": "tab:purple", "in sync": "tab:green", "running": "lightgrey", "down": "black"}
     for i, n in enumerate(nodes):
+        # one call per state, each sample's span in it (a call per sample made the picture
+        # most of a small run's `mqchaos check`)
+        spans: dict[str, list[tuple[float, float]]] = {}
         for a, b in zip(ok, ok[1:]):
             leader = a.get("leader", a.get("master"))
             in_sync = a.get("isr") or a.get("synchronised") or a.get("online") or []
             state = ("down" if a["nodes"].get(n) != "running" else "leads" if leader == n
                      else "in sync" if n in in_sync else "running")
-            ax.broken_barh([(a["t"], b["t"] - a["t"])], (i - 0.4, 0.8), color=colour[state], lw=0)
+            spans.setdefault(state, []).append((a["t"], b["t"] - a["t"]))
+        for state, xs in spans.items():
+            ax.broken_barh(xs, (i - 0.4, 0.8), color=colour[state], lw=0)
         stale = [a["t"] for a in ok if _own_leader(a, n) not in (None, a.get("leader", a.get("master")))]
         if stale:  # its own view is not the cluster's: stale, or the other side of a cut
             ax.scatter(stale, [i - 0.45] * len(stale), marker="x", s=8, color="darkorange")

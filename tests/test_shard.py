@@ -100,3 +100,32 @@ def test_the_shards_summaries_merge_into_the_unsharded_table(tmp_path):
     merged = catalogue.merge(dirs, results=tmp_path, kind="merged")
     again = catalogue.merge([whole], results=tmp_path, kind="unsharded")
     assert json.loads((merged / "summary.json").read_text()) == json.loads((again / "summary.json").read_text())
+
+
+def test_same_rows_names_what_differs_and_ignores_each_runs_own_figures():
+    whole = [_row("A-x"), _row("B-y"), _row("C-z")]
+    other_figures = [dict(r, attempted=99, lost=3, seconds=70.0) for r in whole]
+    assert shard.same_rows(whole, other_figures)["same"]
+    flipped = [whole[0], dict(whole[1], prediction=False), whole[2]]
+    got = shard.same_rows(whole, flipped)
+    assert not got["same"] and [d["row"][0] for d in got["verdict_differs"]] == ["B-y"]
+    got = shard.same_rows(whole, [whole[0], whole[2]])
+    assert not got["same"] and got["only_whole"] == [["B-y", None, 0]] and not got["order_differs"]
+    got = shard.same_rows(whole, [whole[1], whole[0], whole[2]])
+    assert not got["same"] and got["order_differs"] and not got["verdict_differs"]
+    got = shard.same_rows(whole, whole + [_row("D-w")])
+    assert got["only_merged"] == [["D-w", None, 0]]
+
+
+def test_budget_splits_what_is_known_and_floors_each_split_at_the_declared_load():
+    load = {"A": 60.0, "B": 30.0, "C": 30.0, "new": 10.0}
+    got = shard.budget(load, {"A": 100.0, "B": 40.0, "C": 70.0}, machines=(1, 2, 8))
+    assert (got["rows"], got["published"], got["unpublished"]) == (4, 3, 1)
+    assert got["published_s"] == 210.0 and got["published_load_s"] == 120.0 and got["guess_s"] == 70.0
+    assert got["load_s"] == 130.0
+    # one machine: every row, the unpublished one at the median (70)
+    assert got["machines"][1] == {"expected_s": 280.0, "floor_s": 130.0}
+    # two, longest first to the least loaded: A | C, then new (70) to C's, then B (40) to A's: 140 each
+    assert got["machines"][2] == {"expected_s": 140.0, "floor_s": 65.0}
+    # more machines than rows: the longest row bounds both
+    assert got["machines"][8] == {"expected_s": 100.0, "floor_s": 60.0}

@@ -10,6 +10,11 @@ Start-up and the first job of a fresh JVM are most of a small check's time
   built for this Java and this pyspark (`python -m checkers.spark.cds
   --build-cds`, about a minute, once): it halves the start-up. Without it
   (or when the JVM finds it stale) everything works as before, only slower.
+
+A one-off JVM that checks a small history (`session(small=True)`: `mqchaos check` below
+`LARGE_INPUT` records) compiles with C1 alone: its time goes in warming up, and C2's
+compilations never repay themselves in a job of a few seconds (docs/benchmarks.md, "Cold
+check"). A long-lived session (a batch's, a bench's) keeps C2: at 10^7 C1 alone is slower.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ AUTO_PARTITIONS = "spark.mqchaos.shufflePartitions.auto"
 # (identity, one entry per message) stays small enough to be quick.
 RECORDS_PER_PARTITION = 1_000_000
 
+COLD_OPTIONS = "-XX:TieredStopAtLevel=1"
 JVM_OPTIONS = ("-XX:+UseParallelGC -XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=2400 "
                "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=160000")
 QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -61,8 +67,8 @@ def cds_archive() -> Path:
     return cache / f"spark-{pyspark.__version__}-{key}.jsa"
 
 
-def _java_options() -> str:
-    opts = [JVM_OPTIONS]
+def _java_options(small: bool = False) -> str:
+    opts = [JVM_OPTIONS] + ([COLD_OPTIONS] if small else [])
     if os.environ.get("MQCHAOS_CDS", "on") != "off":
         archive = cds_archive()
         if archive.is_file():
@@ -73,7 +79,7 @@ def _java_options() -> str:
 
 
 def session(master: str | None = None, app: str = "mqchaos", *,
-            driver_memory: str | None = None, shuffle_partitions: int | None = None):
+            driver_memory: str | None = None, shuffle_partitions: int | None = None, small: bool = False):
     # Spark must never bind or advertise anything but loopback on this machine.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -114,7 +120,7 @@ def session(master: str | None = None, app: str = "mqchaos", *,
          .config("spark.scheduler.allocation.file", str(Path(__file__).with_name("fairscheduler.xml")))
          .config("spark.driver.memory",
                  driver_memory or os.environ.get("MQCHAOS_DRIVER_MEMORY", "4g"))
-         .config("spark.driver.extraJavaOptions", _java_options())
+         .config("spark.driver.extraJavaOptions", _java_options(small))
          .config("spark.executor.extraJavaOptions", JVM_OPTIONS))
     if master.startswith("local"):
         b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")

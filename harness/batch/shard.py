@@ -85,3 +85,52 @@ def pick(names: list[str], shard: tuple[int, int], times: dict[str, float] | Non
              sum(t.get(x, 0.0) for x in parts[i - 1]),
              ", ".join(f"{sum(t.get(x, 0.0) for x in p):.0f}" for p in parts))
     return parts[i - 1]
+
+
+# What two batches over the same files must agree on, row by row: which runs there are and
+# their verdicts. The figures (attempted, lost, seconds...) are each run's own and differ.
+ROW_KEY = ("scenario", "version", "repeat")
+VERDICT = ("id", "broker", "status", "harness_error", "prediction", "valid", "exit")
+
+
+def same_rows(whole: list[dict], merged: list[dict]) -> dict:
+    """Whether ``merged`` (the shards' summaries made one) has the rows of ``whole`` (one
+    batch over the same files) in the same order, with the same verdicts: {"same": bool,
+    "rows": [key and verdict of each], "only_whole", "only_merged", "order_differs",
+    "verdict_differs"}."""
+    def key(r: dict) -> tuple:
+        return tuple(r.get(k) for k in ROW_KEY)
+
+    def verdict(r: dict) -> dict:
+        return {k: r.get(k) for k in VERDICT}
+
+    a, b = {key(r): r for r in whole}, {key(r): r for r in merged}
+    both = [k for k in a if k in b]
+    differs = [{"row": list(k), "whole": verdict(a[k]), "merged": verdict(b[k])}
+               for k in both if verdict(a[k]) != verdict(b[k])]
+    out = {"only_whole": [list(k) for k in a if k not in b],
+           "only_merged": [list(k) for k in b if k not in a],
+           "order_differs": [key(r) for r in whole if key(r) in b] != [key(r) for r in merged if key(r) in a],
+           "verdict_differs": differs,
+           "rows": [{"row": list(k), **verdict(a[k])} for k in both]}
+    out["same"] = not (out["only_whole"] or out["only_merged"] or out["order_differs"] or differs)
+    return out
+
+
+def budget(load: dict[str, float], times: dict[str, float], machines: tuple[int, ...] = (1, 2, 4)) -> dict:
+    """The catalogue's wall time, from the rows' declared load (``load``: warmup + duration +
+    recovery, by scenario) and their newest published wall times (``times``): what is known,
+    and per number of machines the longest shard's expected time and the floor no split can go
+    under (the declared load alone, spread evenly, and never below the longest row's)."""
+    names = list(load)
+    known = {x: times[x] for x in names if x in times}
+    guess = median(known.values()) if known else DEFAULT_S
+    expected = {x: times.get(x, guess) for x in names}
+    out = {"rows": len(names), "published": len(known), "published_s": sum(known.values()),
+           "published_load_s": sum(load[x] for x in known), "unpublished": len(names) - len(known),
+           "guess_s": guess, "load_s": sum(load.values()), "machines": {}}
+    for n in machines:
+        parts = split(names, times, n)
+        out["machines"][n] = {"expected_s": max((sum(expected[x] for x in p) for p in parts), default=0.0),
+                              "floor_s": max(out["load_s"] / n, max(load.values(), default=0.0))}
+    return out

@@ -90,8 +90,12 @@ def boot_failures(cluster, nodes: list[str]) -> dict[str, str]:
 BOOT_STARTED, BOOT_DONE, BOOT_FAILED = "Starting RabbitMQ", "Server startup complete", "BOOT FAILED"
 # A boot that has logged nothing for this long is hung (3.10.8, R9: a node resuming after a
 # pause_minority pause started booting, logged Erlang's global "Faking nodedown/nodeup"
-# workaround and then nothing for 3 minutes); a boot's steps log every few seconds.
-BOOT_SILENCE_S = 60.0
+# workaround and then nothing for 3 minutes). A boot's longest legitimate silence is its wait
+# for the Mnesia tables of its peers: rabbit_table logs "Waiting for Mnesia tables for 30000
+# ms, N retries left" before each wait of mnesia_table_loading_retry_timeout (30 s by default;
+# the harness never sets it), so twice that without a line is no wait the broker knows of.
+TABLE_WAIT_S = 30.0
+BOOT_SILENCE_S = 2 * TABLE_WAIT_S
 
 
 def boot_failed(log: str, now: float | None = None, silence: float = BOOT_SILENCE_S) -> str | None:
