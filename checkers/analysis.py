@@ -354,11 +354,16 @@ def loss_detail(m: DataFrame, produce: DataFrame, lost_last: dict[int, float], l
             f"LEFT SEMI JOIN ({lost_ids}) l ON p.run = l.run AND p.msg_id = l.msg_id "
             f"WHERE NOT p.{_BAD} AND p.outcome = 'ok' AND p.{runs} GROUP BY p.run, p.msg_id) "
             f"GROUP BY run, node, producer")
-    before = " OR ".join(f"(run = {int(r)} AND ok_t <= {_d(t)})" for r, t in lost_last.items())
-    kept = (f"SELECT run, 'kept', NULL, NULL, count(*) FROM {{m}} WHERE best = 3 AND dlv > 0 AND ({before}) "
-            f"GROUP BY run")
+    # each lossy run's moment joined to its rows (broadcast): an OR of one term per run,
+    # evaluated on every row, cost rows x runs (analyze over 1,000 runs: docs/benchmarks.md)
+    last = m.sparkSession.createDataFrame([(int(r), float(t)) for r, t in lost_last.items()],
+                                          "run int, last double")
+    # (the lossy runs named as well: a filter on the grouping key reaches the scan, so an
+    # uncached `m` is recomputed for those runs only)
+    kept = ("SELECT /*+ BROADCAST(t) */ x.run, 'kept', NULL, NULL, count(*) FROM {m} x JOIN {last} t "
+            f"ON x.run = t.run WHERE x.{runs} AND x.best = 3 AND x.dlv > 0 AND x.ok_t <= t.last GROUP BY x.run")
     out = {r: {"lost_by_node": {}, "lost_by_producer": {}, "kept_before_lost_last": 0} for r in lost_last}
-    for row in sql(f"{side} UNION ALL {kept}", m=m, produce=produce).collect():
+    for row in sql(f"{side} UNION ALL {kept}", m=m, produce=produce, last=last).collect():
         d = out[row.run]
         if row.what == "kept":
             d["kept_before_lost_last"] = int(row.n)

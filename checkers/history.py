@@ -100,34 +100,44 @@ def run_ids(spark: SparkSession, runs: list[Run]) -> dict[int, Run]:
     return dict(enumerate(runs))
 
 
-def _run_column(df: DataFrame, runs: list[Run]):
-    """The run id of each row, from the file it was read from.
+def _with_run(df: DataFrame, runs: list[Run]) -> DataFrame:
+    """``df`` with the run id of each row (``run``), from the file it was read from.
 
-    One run: a constant. Several: a lookup of the file's URI, built once from
-    the files Spark will read, instead of decoding a path on every row; the
-    decoding stays as the fallback for a URI spelled differently."""
+    One run: a constant. Several: the files Spark will read, each mapped to its run once,
+    joined to the rows by file (broadcast: no shuffle). A map literal looked up per row was
+    a linear search over every file's path: a cost per row that grew with the number of runs
+    (analyze over 1,000 runs: docs/benchmarks.md). Decoding the path stays as the fallback
+    for a file whose URI Spark spells differently from its listing."""
     if len(runs) == 1:
-        return F.lit(0)
+        return df.withColumn("run", F.lit(0))
     by_dir = {r.dir: i for i, r in enumerate(runs)}
     # Runs listed by Spark (checkers.spark.listing) are named by URI, in Spark's spelling.
     by_uri = {_respell(r.dir): i for i, r in enumerate(runs)}
     by_file: dict[str, int] = {}
+    unmatched = False
     for uri in df.inputFiles():
         run = by_uri.get(_respell(uri.rsplit("/history/", 1)[0]))
         if run is None:
             path = urllib.parse.unquote(urllib.parse.urlparse(uri).path)
             run = by_dir.get(path.rsplit("/history/", 1)[0])
-        if run is not None:
-            for spelling in {uri, _respell(uri)}:
-                by_file[spelling] = run
+        if run is None:
+            unmatched = True
+            continue
+        for spelling in {uri, _respell(uri)}:
+            by_file[spelling] = run
+    out = df.withColumn(FILE, F.col("_metadata.file_path"))
+    if by_file:
+        files = df.sparkSession.createDataFrame(list(by_file.items()), f"`{FILE}` string, run int")
+        out = out.join(F.broadcast(files), FILE, "left")
+    else:
+        out = out.withColumn("run", F.lit(None).cast("int"))
+    if unmatched or not by_file:
+        by_key = F.create_map(*[F.lit(x) for kv in by_dir.items() for x in kv])
+        out = out.withColumn("run", F.coalesce(F.col("run"), F.element_at(by_key, _run_key(F.col(FILE)))))
+    return out.drop(FILE)
 
-    def lookup(mapping: dict, key):
-        if not mapping:
-            return F.lit(None).cast("int")
-        return F.element_at(F.create_map(*[F.lit(x) for kv in mapping.items() for x in kv]), key)
 
-    path = F.col("_metadata.file_path")
-    return F.coalesce(lookup(by_file, path), lookup(by_dir, _run_key(path)))
+FILE = "_mqchaos_file"  # the file a row was read from, while its run is looked up
 
 
 def _respell(uri: str) -> str:
@@ -164,7 +174,7 @@ def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
         parts.append(df.withColumn("_bad", F.lit(False)))
     if not parts:
         return None
-    parts = [df.withColumn("run", _run_column(df, runs)) for df in parts]
+    parts = [_with_run(df, runs) for df in parts]
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
 
