@@ -30,26 +30,26 @@ def _run(tmp_path, lines: int):
     return d
 
 
-def test_check_asks_for_a_small_session_below_the_large_input(tmp_path, monkeypatch):
+@pytest.fixture
+def asked(monkeypatch):
+    """The keyword arguments check.main gives its session (which is never started)."""
     seen = {}
 
     def fake_session(master, app, **kw):
         seen.update(kw)
         raise _Stop()
     monkeypatch.setattr(check, "session", fake_session)
+    return seen
+
+
+def test_check_asks_for_a_small_session_below_the_large_input(tmp_path, asked):
     with pytest.raises(_Stop):
         check.main([str(_run(tmp_path, 10))])
-    assert seen.get("small") is True
+    assert asked.get("small") is True
 
 
-def test_a_large_input_keeps_c2(tmp_path, monkeypatch):
-    seen = {}
-
-    def fake_session(master, app, **kw):
-        seen.update(kw)
-        raise _Stop()
-    monkeypatch.setattr(check, "session", fake_session)
+def test_a_large_input_keeps_c2(tmp_path, asked, monkeypatch):
     monkeypatch.setattr(check, "records_estimate", lambda runs: A.LARGE_INPUT)
     with pytest.raises(_Stop):
         check.main([str(_run(tmp_path, 10))])
-    assert seen.get("small") is False
+    assert asked.get("small") is False
