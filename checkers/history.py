@@ -100,6 +100,9 @@ def run_ids(spark: SparkSession, runs: list[Run]) -> dict[int, Run]:
     return dict(enumerate(runs))
 
 
+FILE = "_mqchaos_file"  # the file a row was read from, while its run is looked up
+
+
 def _with_run(df: DataFrame, runs: list[Run]) -> DataFrame:
     """``df`` with the run id of each row (``run``), from the file it was read from.
 
@@ -135,9 +138,6 @@ def _with_run(df: DataFrame, runs: list[Run]) -> DataFrame:
         by_key = F.create_map(*[F.lit(x) for kv in by_dir.items() for x in kv])
         out = out.withColumn("run", F.coalesce(F.col("run"), F.element_at(by_key, _run_key(F.col(FILE)))))
     return out.drop(FILE)
-
-
-FILE = "_mqchaos_file"  # the file a row was read from, while its run is looked up
 
 
 def _respell(uri: str) -> str:

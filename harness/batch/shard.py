@@ -60,13 +60,19 @@ def wall_times(batch_dirs: Iterable[Path] | None = None) -> dict[str, float]:
     return out
 
 
+def expected(names: list[str], times: dict[str, float]) -> tuple[dict[str, float], float]:
+    """Each name's expected wall time: its published one, else the median of those known
+    (else DEFAULT_S); and that guess."""
+    known = [times[x] for x in names if x in times]
+    guess = median(known) if known else DEFAULT_S
+    return {x: times.get(x, guess) for x in names}, guess
+
+
 def split(names: list[str], times: dict[str, float], n: int) -> list[list[str]]:
     """``names`` in ``n`` shards (each in the order given), balanced by ``times``."""
     if n < 1:
         raise ValueError("at least one shard")
-    known = [times[x] for x in names if x in times]
-    guess = median(known) if known else DEFAULT_S
-    cost = {x: times.get(x, guess) for x in names}
+    cost, _ = expected(names, times)
     load = [0.0] * n
     shard_of: dict[str, int] = {}
     for x in sorted(set(names), key=lambda x: (-cost[x], x)):
@@ -123,14 +129,13 @@ def budget(load: dict[str, float], times: dict[str, float], machines: tuple[int,
     and per number of machines the longest shard's expected time and the floor no split can go
     under (the declared load alone, spread evenly, and never below the longest row's)."""
     names = list(load)
-    known = {x: times[x] for x in names if x in times}
-    guess = median(known.values()) if known else DEFAULT_S
-    expected = {x: times.get(x, guess) for x in names}
-    out = {"rows": len(names), "published": len(known), "published_s": sum(known.values()),
+    known = [x for x in names if x in times]
+    cost, guess = expected(names, times)
+    out = {"rows": len(names), "published": len(known), "published_s": sum(times[x] for x in known),
            "published_load_s": sum(load[x] for x in known), "unpublished": len(names) - len(known),
            "guess_s": guess, "load_s": sum(load.values()), "machines": {}}
     for n in machines:
         parts = split(names, times, n)
-        out["machines"][n] = {"expected_s": max((sum(expected[x] for x in p) for p in parts), default=0.0),
+        out["machines"][n] = {"expected_s": max((sum(cost[x] for x in p) for p in parts), default=0.0),
                               "floor_s": max(out["load_s"] / n, max(load.values(), default=0.0))}
     return out
