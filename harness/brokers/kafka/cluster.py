@@ -434,9 +434,17 @@ class KafkaCluster(ComposeCluster):
         def topic_ready() -> bool:
             if HEALTH_TOPIC not in self.topics():
                 self.create_topic(HEALTH_TOPIC, partitions=3, wait=False)
-            return self.fully_replicated(HEALTH_TOPIC)
+            return self.fully_replicated(HEALTH_TOPIC) and self.every_broker_names_leaders(HEALTH_TOPIC)
         self._wait_healthy_or_explain(topic_ready, max(10.0, deadline - time.monotonic()),
                                       f"topic {HEALTH_TOPIC} fully in sync")
+
+    def every_broker_names_leaders(self, topic: str) -> bool:
+        """Each broker's own metadata names a leader for every partition of ``topic``. The
+        controller's record (ZooKeeper's, in that mode) is written before the brokers learn it:
+        a client asking a broker in between gets LEADER_NOT_AVAILABLE (CI, 2026-11-27)."""
+        views, errors = self.node_views(topic, 10)
+        return not errors and len(views) == len(self.brokers()) and all(
+            ps and all(p["leader"] for p in ps) for ps in views.values())
 
     def _all_registered(self) -> bool:
         return all(self.running(n) for n in self.nodes()) and self.registered_brokers() == self.brokers()
