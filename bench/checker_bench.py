@@ -7,8 +7,10 @@ Synthetic histories with planted anomalies are written once as plain Parquet
 under bench/data/, then laid out by Spark as `mqchaos convert` lays out a
 run's copy (bucketed by msg_id; its time is reported as `copy_s`, a one-off
 cost after a run), then every engine reads the same copy in its own process.
-All must report identical counts. Results go to
-bench/results/checker-<timestamp>.json and .md.
+All must report identical counts (KEYS); Spark and DuckDB (bench.duckdb_check, which
+computes every figure of check.json Spark's checker computes for this history) must
+report identical figures (bench.duckdb_check.FIGURES, samples included), or the bench
+fails. Results go to bench/results/checker-<timestamp>.json and .md.
 """
 from __future__ import annotations
 
@@ -161,35 +163,20 @@ def run_spark(run: Path) -> dict:
     spark.read.parquet(str(run / "history/parquet/produce"), str(run / "history/parquet/consume")).count()
     spark.read.parquet(str(run / "history/parquet/consume")).selectExpr("max(t)", "count(msg_id)").collect()
     t4 = time.monotonic()
+    from bench.duckdb_check import figures
+
     return {"startup_s": t1 - t0, "check_s": t2 - t1, "jvm_peak_rss_mb": rss,
-            "scan_s": t4 - t3, "counts": {k: res[k] for k in KEYS}}
+            "scan_s": t4 - t3, "counts": {k: res[k] for k in KEYS}, "figures": figures(res)}
 
 
 def run_duckdb(run: Path) -> dict:
-    import duckdb
+    """Every figure Spark's checker computes for this history, by DuckDB (bench.duckdb_check)
+    from the same Parquet copy, in one connection."""
+    from bench.duckdb_check import check  # (imports duckdb, as before the clock starts)
 
     t0 = time.monotonic()
-    con = duckdb.connect()
-    p = f"'{run}/history/parquet/produce/*.parquet'"
-    c = f"'{run}/history/parquet/consume/*.parquet'"
-    row = con.execute(f"""
-    with pa as (select msg_id, max(case outcome when 'ok' then 3 when 'info' then 2 else 1 end) best,
-                       count(*) n from read_parquet({p}) group by msg_id),
-         ca as (select msg_id, count(*) d from read_parquet({c}) group by msg_id),
-         m as (select coalesce(pa.msg_id, ca.msg_id) id, best, coalesce(n, 0) n, coalesce(d, 0) d
-               from pa full outer join ca on pa.msg_id = ca.msg_id)
-    select count(*) filter (n > 0), count(*) filter (best = 3), count(*) filter (best = 1),
-           count(*) filter (best = 2), count(*) filter (d > 0), sum(d), count(*) filter (best = 3 and d = 0),
-           count(*) filter (d > 1), sum(greatest(d - 1, 0)), count(*) filter (n = 0 and d > 0),
-           count(*) filter (best in (1, 2) and d > 0)
-    from m""").fetchone()
-    viol = con.execute(f"""
-    select count(*) from (
-      select seq, max(seq) over (partition by producer, consumer order by t, seq
-                                 rows between unbounded preceding and 1 preceding) pm
-      from read_parquet({c}) where not redelivered and producer is not null) where seq < pm""").fetchone()[0]
-    counts = dict(zip(KEYS, [int(x or 0) for x in row] + [int(viol)]))
-    return {"check_s": time.monotonic() - t0, "counts": counts}
+    res = check(run)
+    return {"check_s": time.monotonic() - t0, "counts": {k: res[k] for k in KEYS}, "figures": res}
 
 
 def run_python(run: Path) -> dict:
@@ -305,9 +292,11 @@ def main() -> int:
                 row[e] = {"skipped": f"above --python-max {a.python_max:g}"}
                 continue
             row[e] = _child(e, str(run))
-            print(f"{n:>11,} {e:<7} {json.dumps(row[e])}", flush=True)
+            print(f"{n:>11,} {e:<7} {json.dumps({k: v for k, v in row[e].items() if k != 'figures'})}",
+                  flush=True)
         counted = [row[e]["counts"] for e in ENGINES if "counts" in row.get(e, {})]
         row["identical_counts"] = all(c == counted[0] for c in counted)
+        row["identical_figures"] = same_figures(row)
         row["env"] = bench_env(busy_before)
         results.append(row)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
@@ -315,17 +304,35 @@ def main() -> int:
     out.mkdir(exist_ok=True)
     (out / f"checker-{stamp}.json").write_text(json.dumps(results, indent=1))
     lines = ["| attempts | copy s | spark start-up s | spark check s | JVM peak RSS MB | spark parquet scan s "
-             "| duckdb s | python s | spark/duckdb | identical counts |", "|" + "---|" * 10]
+             "| duckdb s | python s | spark/duckdb | identical counts | identical figures |", "|" + "---|" * 11]
     for r in results:
         s, d, p = r.get("spark", {}), r.get("duckdb", {}), r.get("python", {})
         ratio = (s["check_s"] / d["check_s"]) if "check_s" in s and "check_s" in d else None
         f = lambda x: f"{x:.1f}" if isinstance(x, float) else "-"  # noqa: E731
         lines.append(f"| {r['attempts']:,} | {f(r['copy'].get('copy_s'))} | {f(s.get('startup_s'))} | {f(s.get('check_s'))} | "
                      f"{s.get('jvm_peak_rss_mb', '-')} | {f(s.get('scan_s'))} | {f(d.get('check_s'))} | "
-                     f"{f(p.get('check_s'))} | {f(ratio)} | {r['identical_counts']} |")
+                     f"{f(p.get('check_s'))} | {f(ratio)} | {r['identical_counts']} | "
+                     f"{'-' if r['identical_figures'] is None else r['identical_figures']} |")
     (out / f"checker-{stamp}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 0 if all(r["identical_counts"] for r in results) else 1
+    for r in results:
+        if r["identical_figures"] is False:
+            print(f"FIGURES DIFFER between spark and duckdb at {r['attempts']:,} attempts:\n  "
+                  + "\n  ".join(r["figure_differences"]), file=sys.stderr)
+    return 0 if all(r["identical_counts"] and r["identical_figures"] is not False for r in results) else 1
+
+
+def same_figures(row: dict) -> bool | None:
+    """Whether Spark and DuckDB computed the same figures (every one of
+    bench.duckdb_check.FIGURES; floats to 1e-6); None when either did not run. The
+    differences go in row["figure_differences"]."""
+    from bench.duckdb_check import differences
+
+    s, d = row.get("spark", {}).get("figures"), row.get("duckdb", {}).get("figures")
+    if s is None or d is None:
+        return None
+    row["figure_differences"] = differences(s, d)
+    return not row["figure_differences"]
 
 
 if __name__ == "__main__":

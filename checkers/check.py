@@ -183,21 +183,23 @@ def batch_exit_code(results: list[dict], errors: int) -> int:
 
 
 def main(paths: list[str], *, ordering: str | None = None, master: str | None = None,
-         threshold: float = 1.0, prefer_parquet: bool = True, out=None, results_out: dict | None = None) -> int:
+         threshold: float = 1.0, prefer_parquet: bool = True, out=None, err=None,
+         results_out: dict | None = None, spark=None) -> int:
     """Check the runs, write check.json into each, print a table; exit code by validity.
-    ``results_out`` receives {run dir: result}."""
-    out = out or sys.stdout
+    ``results_out`` receives {run dir: result}; ``spark``: a running session to use (a check
+    server's), else one is started. Printed to ``out`` and ``err`` (default stdout, stderr)."""
+    out, err = out or sys.stdout, err or sys.stderr
     runs, errors = open_runs(paths, prefer_parquet=prefer_parquet)
     for p, e in errors:
-        print(f"error: {p}: {e}", file=sys.stderr)
+        print(f"error: {p}: {e}", file=err)
     if not runs:
         return EXIT_UNKNOWN
     t0 = time.monotonic()
-    spark = session(master, "mqchaos-check", small=records_estimate(runs) < A.LARGE_INPUT)
+    spark = spark or session(master, "mqchaos-check", small=records_estimate(runs) < A.LARGE_INPUT)
     try:
         results = check_runs(spark, runs, ordering=ordering, threshold=threshold)
     except HistoryError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e}", file=err)
         return EXIT_UNKNOWN
     elapsed = round(time.monotonic() - t0, 2)
     if results_out is not None:

@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any
 
 from checkers.spark.cds import warm_up
-from checkers.spark import session
+from checkers.spark import session, stopped
 from harness.runner import RunHandle
 from harness.util import background_priority
 from harness.verdicts import EXIT_UNKNOWN
@@ -125,7 +125,7 @@ class CheckQueue:
 
     def _session(self) -> Any:
         with self._session_lock:  # both lanes ask; one session
-            if self._spark is not None and _stopped(self._spark):
+            if self._spark is not None and stopped(self._spark):
                 log.warning("checker: the Spark session stopped; starting another")
                 self._spark = None
             if self._spark is None:
@@ -189,10 +189,3 @@ class CheckQueue:
                 self._lanes["keep"].append(partial(self._run_later, f"{run.dir}: Parquet copy",
                                                    lambda: run.keep_copy(self._session_in("copies"))))
                 self._cond.notify_all()
-
-
-def _stopped(spark: Any) -> bool:
-    try:
-        return spark.sparkContext._jsc is None or spark.sparkContext._jsc.sc().isStopped()
-    except Exception:  # noqa: BLE001 - a gateway that does not answer is as good as stopped
-        return True

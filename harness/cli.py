@@ -43,36 +43,43 @@ def main() -> None:
 @click.option("--unavailable-threshold", type=float, default=1.0, show_default=True,
               help="Shortest unavailable interval reported, in seconds.")
 @click.option("--json-only", is_flag=True, help="Ignore Parquet copies; read the JSONL histories.")
-def check(run_dirs, ordering, master, unavailable_threshold, json_only):
-    """Check one or many run directories in one Spark job; write check.json into each."""
-    from checkers.check import main as check_main
+@click.option("--no-server", is_flag=True,
+              help="Check in this process even when a check server (mqchaos check-server) is up.")
+def check(run_dirs, ordering, master, unavailable_threshold, json_only, no_server):
+    """Check one or many run directories in one Spark job; write check.json into each.
+    A running check server of the same code does it in its warm session."""
+    from harness.check_service import run_check
 
-    from pathlib import Path
+    sys.exit(run_check(list(run_dirs), ordering=ordering, master=master, threshold=unavailable_threshold,
+                       json_only=json_only, use_server=not no_server))
 
-    from harness.judge import rejudge
-    from harness.report import write as write_report
-    from harness.store import find_runs, read_run
-    from harness.verdicts import EXIT_UNKNOWN, merge_codes, run_exit_code
 
-    results: dict = {}
-    check_main(list(run_dirs), ordering=ordering, master=master, threshold=unavailable_threshold,
-               prefer_parquet=not json_only, results_out=results)
-    # Harness runs also get their prediction and report written again, and exit by it; a
-    # run that could not be checked (or an argument naming none) is unknown.
-    found, errors = find_runs(list(run_dirs))
-    codes = [EXIT_UNKNOWN] * (len(errors) + sum(1 for d in found if str(d) not in results))
-    for d, result in results.items():
-        pred = rejudge(d)
-        if pred is not None:
-            result["prediction"] = pred
-            click.echo(f"{d}: prediction {pred['reason']}")
-        else:  # not a harness run (or its scenario no longer validates): a report all the same
-            try:
-                write_report(Path(d), None, result, read_run(d) or {})
-            except Exception as e:  # noqa: BLE001 - the check stands without its report
-                click.echo(f"{d}: no report ({type(e).__name__}: {e})", err=True)
-        codes.append(run_exit_code(result))
-    sys.exit(merge_codes(codes) if codes else EXIT_UNKNOWN)
+@main.command("check-server")
+@click.option("--master", default=None, help="Spark master URL (default local[*]).")
+@click.option("--idle-timeout", type=float, default=3600, show_default=True,
+              help="Stop after this many seconds without a request.")
+@click.option("--status", "show_status", is_flag=True, help="Say whether a server answers, and stop.")
+@click.option("--stop", "stop_it", is_flag=True, help="Stop the running server.")
+def check_server(master, idle_timeout, show_status, stop_it):
+    """Keep one warm Spark session that answers `mqchaos check` (same code, same master) over
+    a Unix socket ($MQCHAOS_CHECK_SOCKET, default /tmp/mqchaos-check-UID.sock); runs in the
+    foreground until stopped or idle. Exit 0, or 2 when --status/--stop found none."""
+    import json
+
+    from harness import check_service
+    from harness.verdicts import EXIT_UNKNOWN, EXIT_VALID
+
+    if show_status or stop_it:
+        found = check_service.status()
+        if found is None:
+            click.echo(f"no check server answers at {check_service.socket_path()}")
+            sys.exit(EXIT_UNKNOWN)
+        click.echo(json.dumps(found))
+        if stop_it:
+            check_service.stop()
+            click.echo("stopped")
+        sys.exit(EXIT_VALID)
+    check_service.serve(master=master, idle_timeout=idle_timeout)
 
 
 @main.command()

@@ -245,6 +245,38 @@ def test_cli_writes_check_json_and_exit_codes(spark, tmp_path):
     assert r.exit_code == 2
 
 
+def test_a_check_server_writes_what_a_local_check_writes(spark, tmp_path, monkeypatch):
+    """harness.check_service: `mqchaos check` answered by a server's warm session writes the
+    same check.json, every figure, as a check in this process; the server counted it."""
+    import threading
+
+    from harness import check_service as cs
+
+    run = synth.write_run(tmp_path / "r", *synth.build(random.Random(5), per_producer=30, lost=3)[:2],
+                          meta={"ordering": "fifo"})
+    runner = CliRunner()
+    assert runner.invoke(cli, ["check", "--no-server", str(run)]).exit_code == 1
+    drop = ("checked_at", "check_seconds")
+    local = {k: v for k, v in json.loads((run / "check.json").read_text()).items() if k not in drop}
+    (run / "check.json").unlink()
+    path = tmp_path / "s.sock"
+    monkeypatch.setenv(cs.SOCKET_ENV, str(path))
+    srv = cs.CheckServer(path, None, lambda: spark, idle_timeout=120)
+    ready = threading.Event()
+    t = threading.Thread(target=srv.serve, kwargs={"ready": ready.set}, daemon=True)
+    t.start()
+    try:
+        assert ready.wait(30)
+        r = runner.invoke(cli, ["check", str(run)])
+        assert r.exit_code == 1 and "checked 1 run(s)" in r.output, r.output
+        assert cs.status()["checks"] == 1
+    finally:
+        cs.stop()
+        t.join(30)
+    served = {k: v for k, v in json.loads((run / "check.json").read_text()).items() if k not in drop}
+    assert served == local and served["lost"] == 3
+
+
 # -- the fast paths' exactness ------------------------------------------------------------------
 
 def test_producer_hash_collision_falls_back_to_names(spark, tmp_path, monkeypatch):

@@ -129,6 +129,14 @@ def session(master: str | None = None, app: str = "mqchaos", *,
     return spark
 
 
+def stopped(spark) -> bool:
+    """The session can no longer run a job (its context stopped, or its JVM gone)."""
+    try:
+        return spark.sparkContext._jsc is None or spark.sparkContext._jsc.sc().isStopped()
+    except Exception:  # noqa: BLE001 - a gateway that does not answer is as good as stopped
+        return True
+
+
 def fit_partitions(spark, records: int) -> None:
     """Shuffle partitions for an input of about `records` history records,
     when the session chose them itself (set by `session`, else left alone)."""
