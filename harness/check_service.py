@@ -89,25 +89,25 @@ def check_command(run_dirs: list[str], *, ordering: str | None = None, master: s
 def _ask(request: dict, path: Path, on_line: Callable[[dict], Any] | None = None) -> dict | None:
     """Send one request; each answer line but the last to ``on_line``; the last line, or None
     when no server answers or the answer broke off."""
-    try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(CONNECT_TIMEOUT_S)
-        s.connect(str(path))
-    except OSError:
-        return None
-    with s, s.makefile("rb") as f:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         try:
+            s.settimeout(CONNECT_TIMEOUT_S)
+            s.connect(str(path))
             s.sendall(json.dumps(request).encode() + b"\n")
             s.settimeout(ANSWER_TIMEOUT_S)
-            for raw in f:
-                msg = json.loads(raw)
-                if "exit" in msg or "refused" in msg or "server" in msg or "stopping" in msg:
-                    return msg
-                if on_line:
-                    on_line(msg)
+            with s.makefile("rb") as f:
+                for raw in f:
+                    msg = json.loads(raw)
+                    if not msg.keys() & _STREAMED:  # the answer itself
+                        return msg
+                    if on_line:
+                        on_line(msg)
         except (OSError, ValueError):
             return None
     return None
+
+
+_STREAMED = frozenset({"out", "err"})  # what the check prints, before the answer
 
 
 def _echo(msg: dict) -> None:
