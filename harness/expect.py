@@ -28,11 +28,12 @@ from harness.windows import NAMED
 CHECKER_KEYS = set(JUDGED_KEYS) | {"unavailable_intervals", "unavailable_window", "lost_nodes", "drain_complete"}
 # Figures derived from the checker's: the share of confirmed messages lost (R4: the whole queue);
 # whether every lost write was taken by the nodes of one side of the first cut (R8).
-DERIVED_KEYS = {"lost_share", "lost_on_one_side", "unknown_lost"}
+DERIVED_KEYS = {"lost_share", "lost_on_one_side", "unknown_lost", "unavailable_longest_producer_s",
+                "whole_run.unavailable_longest_producer_s"}
 # What the run loop measures for every broker (run.json measurements).
 RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s", "nodes_down_count", "redelivered_deliveries", "consumer_crashes",
             "consumer_cancels",
-            "consumers_silent", "at_risk", "unsynced_bytes_dropped", "read_after_heal"}
+            "consumers_silent", "at_risk", "at_risk_at_fault", "unsynced_bytes_dropped", "read_after_heal"}
 # The checker's figures taken again over the effect window (the bare name) when the run has
 # one; ``whole_run.NAME`` keeps the checker's whole-run figure.
 WINDOWED_CHECKER_KEYS = ("unavailable_s", "unavailable_intervals", "unavailable_window")
@@ -117,6 +118,12 @@ def measured(result: dict, info: dict) -> dict:
         m[f"{prefix}unavailable_s"] = round(sum(z - a for a, z in intervals), 3)
         m[f"{prefix}unavailable_intervals"] = len(intervals)
         m[f"{prefix}unavailable_window"] = [intervals[0][0], intervals[-1][1]] if intervals else None
+    # each publisher's longest outage (seed 000's "constant availability" is each client's:
+    # the pooled figure counts a second only when every producer failed)
+    by_producer = result.get("unavailable_by_producer") or {}
+    for prefix, span in (("whole_run.", None), ("", effect)):
+        gaps = [y - x for iv in by_producer.values() for x, y in (clip(iv, span) if span else iv)]
+        m[f"{prefix}unavailable_longest_producer_s"] = round(max(gaps, default=0.0), 3)
     for key in ("lost_by_node", "lost_by_producer"):
         if isinstance(result.get(key), dict):
             m.update(flatten({key: result[key]}))
@@ -237,13 +244,15 @@ def verdict(sc, result: dict, info: dict) -> dict:
 
 
 def _nothing_at_risk(checks: list[dict], m: dict) -> list[dict]:
-    """A ``lost: 0`` prediction needs something the faults could have lost (harness.windows
-    ``at_risk``): nothing in the broker's hands while it was faulted proves nothing. An
-    unmeasured at-risk count (a run before issue 34) leaves the rule out."""
+    """A ``lost: 0`` prediction needs something the faults could have lost: nothing in the
+    broker's hands when a fault struck proves nothing (harness.windows ``at_risk_at_fault``;
+    a run from before issue 52 has only the looser ``at_risk``, which any run still publishing
+    passes). An unmeasured at-risk count (a run before issue 34) leaves the rule out."""
     zero = [c for c in checks if c["key"] == "lost" and judge(c["expected"], 0) is True and judge(c["expected"], 1) is False]
-    if not zero or not isinstance(m.get("at_risk"), int) or m["at_risk"] > 0:
+    key = "at_risk_at_fault" if "at_risk_at_fault" in m else "at_risk"
+    if not zero or not isinstance(m.get(key), int) or m[key] > 0:
         return []
-    return [{"key": "at_risk", "expected": ">0", "actual": m["at_risk"], "held": False}]
+    return [{"key": key, "expected": ">0", "actual": m[key], "held": False}]
 
 
 def _verdict(checks: list[dict], result: dict, info: dict) -> dict:

@@ -30,6 +30,11 @@ def run_row(sc, result: CheckResult, info: dict, run_dir: Path) -> Row:
     for field in ("expect", "require"):  # a figure a prediction is compared with is shown too
         specific.update({ref: m.get(ref) for v in expect.expectations(sc, field).values()
                          if (ref := expect.referenced(v)) is not None})
+    # what the faults could have lost (harness.windows.at_risk), in every row: a reader of a
+    # published ``lost: 0`` can see whether anything was exposed (issue 52)
+    specific.update({k: m[k] for k in ("at_risk", "at_risk_at_fault") if k in m})
+    if isinstance((info.get("measurements") or {}).get("at_risk_at_start"), dict):
+        specific["at_risk_at_start"] = info["measurements"]["at_risk_at_start"]
     if m.get("self_healed") is False:  # the cluster had to be restarted by hand: always shown
         specific["self_healed"] = False
     # ordering by .get: a check.json from before the checker recorded its rule

@@ -40,24 +40,29 @@ class Windows:
     after_heal: Span | None   # the effect's end (or the last operator event's) .. the load's end
     operator: tuple[Span, ...]
     whole_run: Span | None
+    # what "whole" waited for, in the plug-in's words (run.json ``whole_waited_for``; None:
+    # not said, a run before issue 52 or a plug-in that does not say)
+    whole: str | None = None
 
     def to_json(self) -> dict:
         r = (lambda s: [round(s[0], 3), round(s[1], 3)] if s else None)
         return {"fault": r(self.fault), "effect": r(self.effect), "after_heal": r(self.after_heal),
                 "operator": [r(s) for s in self.operator], "whole_run": r(self.whole_run),
-                "decides": "effect"}
+                "decides": "effect", **({"whole": self.whole} if self.whole else {})}
 
 
 def operator_events(records: Iterable[dict]) -> list[dict]:
     return [r for r in records if r.get("fault") in OPERATOR_KINDS and isinstance(r.get("t_start"), (int, float))]
 
 
-def of_run(phases: dict, records: Iterable[dict], last_t: float | None = None) -> Windows:
-    """The run's windows from its phases (run.json) and its nemesis records."""
+def of_run(phases: dict, records: Iterable[dict], last_t: float | None = None,
+           waited_for: str | None = None) -> Windows:
+    """The run's windows from its phases (run.json) and its nemesis records; ``waited_for``:
+    what the "whole" phase waited for (run.json ``whole_waited_for``), said beside the windows."""
     start, lift = phases.get("faults"), phases.get("heal")
     end = phases.get("stop-producers") or phases.get("teardown") or last_t
     if start is None or end is None:
-        return Windows(None, None, None, (), (0.0, end) if end is not None else None)
+        return Windows(None, None, None, (), (0.0, end) if end is not None else None, waited_for)
     lift = lift if lift is not None else end
     ops = sorted((r["t_start"], r.get("t_end") if isinstance(r.get("t_end"), (int, float)) else end)
                  for r in operator_events(records) if r["t_start"] >= start)
@@ -70,7 +75,7 @@ def of_run(phases: dict, records: Iterable[dict], last_t: float | None = None) -
     after_start = min(max([effect_end] + [e for _, e in ops] + ([whole] if whole is not None else [])), end)
     return Windows(fault=(start, max(lift, start)), effect=(start, effect_end),
                    after_heal=(after_start, end) if end > after_start else None,
-                   operator=tuple(ops), whole_run=(0.0, end))
+                   operator=tuple(ops), whole_run=(0.0, end), whole=waited_for)
 
 
 def samples_in(samples: list[dict], span: Span | None) -> list[dict]:
@@ -135,9 +140,11 @@ def read_after_heal(produce: list[dict], consume: list[dict], heal: float | None
 def at_risk(produce: list[dict], consume: list[dict], faults_at: dict[str, dict], effect: Span | None) -> dict:
     """What the faults could have lost (issue 34: ``lost: 0`` of an empty queue proves
     nothing). ``at_risk_at_start``: per fault, the messages confirmed before it began and
-    not consumed by then; ``at_risk``: the messages confirmed before the effect window closed
-    whose first delivery (if any) came after the first fault began: in the broker's hands
-    while it was faulted, the ones a loss could have taken. By message identity."""
+    not consumed by then; ``at_risk_at_fault``: the largest of those, what the guard on
+    ``lost: 0`` requires (issue 52: the exposure when a fault struck, which a run still
+    publishing does not inflate); ``at_risk``: the messages confirmed before the effect window
+    closed whose first delivery (if any) came after the first fault began, shown only: any
+    run still publishing has some. By message identity."""
     confirmed: dict[str, float] = {}
     for r in produce:
         if r.get("outcome") == "ok" and isinstance(r.get("t_complete"), (int, float)):
@@ -153,6 +160,8 @@ def at_risk(produce: list[dict], consume: list[dict], faults_at: dict[str, dict]
         return sum(1 for mid, tc in confirmed.items() if tc <= confirmed_by and first.get(mid, float("inf")) >= t)
     out: dict = {"at_risk_at_start": {fid: pending(f["start"], f["start"]) for fid, f in faults_at.items()
                                       if isinstance(f.get("start"), (int, float))}}
+    if out["at_risk_at_start"]:
+        out["at_risk_at_fault"] = max(out["at_risk_at_start"].values())
     if effect is not None:
         out["at_risk"] = pending(effect[0], effect[1])
     return out

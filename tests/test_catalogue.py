@@ -35,6 +35,8 @@ def test_kafka_measures_from_samples():
     assert m["isr_shrink_s"] == 2.0
     assert m["isr_rejoined"] is False          # back to two of three, never to the full three
     assert m["first_controller_at_end"] is False   # kafka1 replaced by kafka2 and not back
+    # ... but kafka1 is not in the ISR at the end: not yet an ordinary broker (issue 52)
+    assert m["first_controller_ordinary_at_end"] is False
     assert m["new_leaders_on_controller"] is True  # kafka2 led after kafka1, kafka2 the controller
     # kafka1 led with the full ISR, then alone (t=3); kafka2's ISR of one after it is not kafka1's
     assert m["first_leader_isr_min"] == 1
@@ -43,8 +45,11 @@ def test_kafka_measures_from_samples():
     assert kafka_observe.partition_measures(s2, fault_start=1.0)["new_leaders_on_controller"] is False
     s.append(_kafka(11, "kafka2", ["kafka1", "kafka2", "kafka3"], "kafka2"))
     assert kafka_observe.partition_measures(s, fault_start=1.0)["isr_rejoined"] is True
+    assert kafka_observe.partition_measures(s, fault_start=1.0)["first_controller_ordinary_at_end"] is True
     s.append(_kafka(12, "kafka2", ["kafka1", "kafka2", "kafka3"], "kafka1"))
     assert kafka_observe.partition_measures(s, fault_start=1.0)["first_controller_at_end"] is True
+    # the controller back on kafka1: in the ISR, but not an ordinary broker
+    assert kafka_observe.partition_measures(s, fault_start=1.0)["first_controller_ordinary_at_end"] is False
     s.pop()
     s.pop()
     assert m["isr_timeline"][0] == [0, "isr=kafka1,kafka2,kafka3 leader=kafka1 controller=kafka1"]

@@ -99,6 +99,25 @@ def test_at_risk_by_identity():
     # in the broker's hands while faulted: b, c (before), d (confirmed during); not a (consumed
     # before), not e (confirmed after the effect), not x (never confirmed)
     assert got["at_risk"] == 3
+    assert got["at_risk_at_fault"] == 2
+
+
+def test_a_run_still_publishing_with_nothing_exposed_when_the_fault_struck_is_undecided():
+    # issue 52: consumers keep up, so every confirmed message is read before the fault; the
+    # old guard (at_risk) counted every message confirmed during the fault and passed
+    produce = [_p(f"m{i}", 1.0 + i) for i in range(30)]
+    consume = [_c(f"m{i}", 1.2 + i) for i in range(30)]
+    got = windows.at_risk(produce, consume, {"f1": {"start": 10.5, "end": 20.0}}, (10.5, 25.0))
+    assert got["at_risk"] > 0 and got["at_risk_at_fault"] == 0
+    info = {"drain": {"complete": True}, "measurements": {"paused_count": 1, **got,
+                                                         "after_heal": {"paused_count": 0}}}
+    v = expect.verdict(_Sc(), _result(), info)
+    assert v["held"] is None and "at_risk_at_fault=0" in v["reason"]
+    # a backlog when the fault struck decides it
+    backlog = windows.at_risk(produce, consume[:5], {"f1": {"start": 10.5, "end": 20.0}}, (10.5, 25.0))
+    assert backlog["at_risk_at_fault"] == 5
+    info["measurements"].update(backlog)
+    assert expect.verdict(_Sc(), _result(), info)["held"] is True
 
 
 def test_majority_view_never_takes_a_cut_nodes_stale_view():

@@ -97,6 +97,9 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
          "controller_changes": cchanges, "new_controller_elected": cchanges > 0,
          # seed 002, scenario 8: once its cut heals, a replaced controller is an ordinary broker
          "first_controller_at_end": _same_ends(s.get("controller") for s in ok),
+         # ... and serves as one: back in the partition's ISR, not the controller (issue 52: a
+         # replaced controller that stays out, or takes the role back, fails it)
+         "first_controller_ordinary_at_end": _ordinary_at_end(ok),
          # seed 002, scenario 7: whether each leader elected was the controller broker itself
          "new_leaders_on_controller": _elected_on_controller(ok),
          # the smallest ISR the window's first leader had while it led (K1u: the leader alone
@@ -138,6 +141,16 @@ def _elected_on_controller(samples: list[dict]) -> bool | None:
             new.append(s["leader"] == s.get("controller"))
         last = s["leader"] or last
     return all(new) if new else None
+
+
+def _ordinary_at_end(samples: list[dict]) -> bool | None:
+    """Whether the first known controller is, in the last sample, an in-sync replica and not
+    the controller (None: no controller known)."""
+    first = next((s.get("controller") for s in samples if s.get("controller")), None)
+    if first is None:
+        return None
+    last = samples[-1]
+    return first in last["isr"] and last.get("controller") not in (None, first)
 
 
 def _same_ends(values) -> bool | None:
