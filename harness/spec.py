@@ -89,6 +89,9 @@ class BaseScenario(Strict):
     # The seed claims this row asserts, by their number in ../shared/SEED-CLAIMS.md (issue 37:
     # docs/seeds.md's claim table is generated from these and the committed batches)
     claims: list[int] = Field(default_factory=list)
+    # A row the source does not describe, built to be read against another (issue 52): the id
+    # of that row. A control asserts no seed claim.
+    control_of: str | None = Field(None, pattern=r"^[A-Z][0-9]+[a-z0-9]*$")
     seed: int = 0
 
     @model_validator(mode="after")
@@ -96,6 +99,8 @@ class BaseScenario(Strict):
         bad = [c for c in self.claims if not 1 <= c <= SEED_CLAIMS]
         if bad:
             raise ValueError(f"claims: {bad} are no item of SEED-CLAIMS.md (1 to {SEED_CLAIMS})")
+        if self.control_of and self.claims:
+            raise ValueError(f"claims: a control (control_of: {self.control_of}) asserts no seed claim")
         return self
     # where the version came from: cli / scenario / env / default (harness.scenario sets it)
     _version_source: str = PrivateAttr("default")
