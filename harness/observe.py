@@ -63,7 +63,7 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
     phases = info.get("phases") or {}
     fault_start = phases.get("faults")
     records = store.read_jsonl(Path(run_dir) / store.NEMESIS_LOG)
-    w = windows.of_run(phases, records, samples[-1]["t"] if samples else None)
+    w = windows.of_run(phases, records, samples[-1]["t"] if samples else None, info.get("whole_waited_for"))
     produce = store.history_records(run_dir, "produce")
     # at-risk counts need every delivery; the other figures, only a live consumer's (a broker
     # read only after the heal delivers nothing during the load: blocked = no confirm)

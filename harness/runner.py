@@ -24,6 +24,7 @@ from pathlib import Path
 
 from checkers.spark import session
 from harness import brokers, judge, observe, rows, store
+from harness.brokers.protocol import SaysWhole
 from harness.clients.base import Worker
 from harness.context import RunContext
 from harness.history import HISTORY_VERSION, JsonlWriter, RunClock
@@ -319,6 +320,8 @@ class Run:
         self.phase("faults")
         self.nemesis.run(sc.steps, duration=t.duration, stop=self.stop_all)  # parsed at load
         self.phase("heal")
+        if isinstance(self.cluster, SaysWhole):  # the effect window ends at "whole": say what it is
+            self.info["whole_waited_for"] = self.cluster.whole_condition()
         try:
             self.nemesis.heal(wait=True, timeout=t.heal_timeout)
         except (TimeoutError, StopWaiting) as e:

@@ -136,6 +136,7 @@ class RunRecord(TypedDict, total=False):
     prefill: dict
     warmup_extended_s: float
     operator_recovery: dict     # the nodes restarted because the cluster did not heal
+    whole_waited_for: str       # what "whole" waited for, in the plug-in's words (brokers.protocol.SaysWhole)
     self_healed: bool
     operator_events: list       # the harness's own actions on the cluster since the faults
     drain: dict

@@ -13,6 +13,7 @@ node control       ``Cluster.capabilities`` + kill / stop / start / pause / unpa
 roles              ``Cluster.roles`` and ``Cluster.role(name, arg) -> nodes`` (leader, followers,
                    controller, queue_master, zk, ...): what nemesis targets resolve against
 recovery           ``Cluster.wait_whole``, ``stuck_nodes``, ``wait_rejoined``
+                   (``SaysWhole``: what ``wait_whole`` waited for, in words)
 typed settings     ``Broker.settings_model``: the scenario's ``cluster:`` block
                    (``harness.brokers.settings.Settings``)
 scenario model     ``Broker.scenario_model``: a ``harness.spec.BaseScenario`` subclass
@@ -35,7 +36,7 @@ from __future__ import annotations
 import abc
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Protocol
+from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 
 from harness.brokers.generations import Generation, ImageSpec, choose_version, named_generation
 from harness.clients.base import Worker
@@ -92,6 +93,14 @@ class Role:
 Recorder = Callable[[dict, Callable[[], None]], None]
 # Makes a condition hold for the nemesis's settle time in a row before it counts.
 Steady = Callable[[Callable[[], Any]], Callable[[], bool]]
+
+
+@runtime_checkable
+class SaysWhole(Protocol):
+    """A cluster that says what its ``wait_whole`` waits for, in words: run.json's
+    ``whole_waited_for``, which the effect window (harness.windows) ends at."""
+
+    def whole_condition(self) -> str: ...
 
 
 class NodeAccess(Protocol):

@@ -45,7 +45,7 @@ from harness.brokers.kafka.kraft import (LOG4J2, QUORUM_STATE, UNFENCED, active_
                                          feature_command, kraft_properties, parse_features, quorum_leader, quorum_state,
                                          reassign_command,
                                          reassignment, render_properties, reported_version)
-from harness.brokers.kafka import migration
+from harness.brokers.kafka import migration, whole
 from harness.brokers.kafka.nodes import (BROKERS, CONTROLLERS, INTERNAL_PORT, KAFKA_PORTS, MAX_BROKERS, ZK_NODES,
                                          ZK_PORTS, broker_id, broker_names, broker_node)
 from harness.brokers.kafka.roles import ROLES, resolve_role
@@ -587,12 +587,14 @@ class KafkaCluster(ComposeCluster):
 
     # ---- recovery ----------------------------------------------------------------------
     def wait_whole(self, timeout: float, steady: Steady, record: Recorder, stale_after: float | None = None) -> None:
-        whole = steady(lambda: self.quorum() and self.registered_brokers() == self.brokers())
-        wait_until(whole, timeout, f"{self.quorum_what} and every broker registered", 1.0)
+        """Replication restored, not only every broker registered (``whole``)."""
+        whole.wait(self, timeout, steady)
+
+    def whole_condition(self) -> str:
+        return whole.waited_for(self.quorum_what)
 
     def stuck_nodes(self) -> list[str]:
-        registered = set(self.registered_brokers())
-        return [n for n in self.brokers() if n not in registered]
+        return whole.stuck(self)
 
     def wait_rejoined(self, node: str, timeout: float) -> None:
         if node in self.brokers():

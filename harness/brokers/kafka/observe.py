@@ -159,9 +159,27 @@ def _same_ends(values) -> bool | None:
     return known[0] == known[-1] if known else None
 
 
+# A replica's log truncated (issue 52, item 5): UnifiedLog.truncateTo's line when the target
+# offset is below the log end offset, i.e. when it removes something:
+#   [UnifiedLog partition=mqchaos-0, dir=/var/lib/kafka/data] Truncating to offset 120 (kafka.log.UnifiedLog)
+# 3.9: core/src/main/scala/kafka/log/UnifiedLog.scala (branch 3.9, truncateTo: info(s"Truncating
+# to offset $targetOffset"), logIdent "[UnifiedLog partition=$topicPartition, dir=$parentDir] ");
+# 4.1: storage/src/main/java/org/apache/kafka/storage/internals/log/UnifiedLog.java (4.1.1's
+# kafka-storage jar: logger.info("Truncating to offset {}"), through a LogContext of the same
+# "[UnifiedLog partition=..., dir=...] " prefix; logger org.apache.kafka.storage.internals.log.UnifiedLog).
+# Not counted: "Truncating to N has no effect as the largest offset in the log is M" (the same
+# method when nothing is removed), AbstractFetcherThread's "Truncating partition T-P with
+# OffsetTruncationState(...) due to leader epoch and offset ..." (logged before every truncation
+# attempt, whether or not it removes anything: both in 3.9 and 4.1), ReplicaFetcherThread's
+# "Truncating T-P to offset N below high watermark M" (the same truncation's warning, already
+# counted by its UnifiedLog line), LogLoader's recovery of a segment's torn tail at start-up (not a
+# replica giving up records to its leader). "[Log partition=": Kafka 2.x's spelling of the prefix.
+def truncation_pattern(topic: str) -> re.Pattern:
+    return re.compile(rf"\[(?:Unified)?Log partition={re.escape(topic)}-\d+, dir=[^\]]*\] Truncating to offset \d+")
+
+
 def log_measures(logs: dict[str, str], topic: str) -> dict:
-    pat = re.compile(rf"Truncating partition {re.escape(topic)}-\d+|"
-                     rf"\[Log partition={re.escape(topic)}-\d+[^\]]*\] Truncating to")
+    pat = truncation_pattern(topic)
     return {"log_truncations": sum(len(pat.findall(t)) for n, t in logs.items() if n.startswith("kafka")),
             **shrink_lag(logs, topic)}
 
