@@ -33,7 +33,8 @@ DERIVED_KEYS = {"lost_share", "lost_on_one_side", "unknown_lost", "unavailable_l
 # What the run loop measures for every broker (run.json measurements).
 RUN_KEYS = {"blocked_s", "self_healed", "nodes_down_s", "nodes_down_count", "redelivered_deliveries", "consumer_crashes",
             "consumer_cancels",
-            "consumers_silent", "at_risk", "at_risk_at_fault", "unsynced_bytes_dropped", "read_after_heal"}
+            "consumers_silent", "at_risk", "at_risk_at_fault", "unsynced_bytes_dropped", "power_loss_writes_seen",
+            "read_after_heal"}
 # The checker's figures taken again over the effect window (the bare name) when the run has
 # one; ``whole_run.NAME`` keeps the checker's whole-run figure.
 WINDOWED_CHECKER_KEYS = ("unavailable_s", "unavailable_intervals", "unavailable_window")

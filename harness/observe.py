@@ -95,13 +95,7 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
     m.update(windows.at_risk(produce, consumed, m["faults_at"], w.effect))
     if sc.live_consumers:
         m["read_after_heal"] = windows.read_after_heal(produce, consumed, phases.get("heal"))
-    # a power loss's evidence: the unsynced bytes its file system forgot (R18: a crash the
-    # page cache survives proves nothing about fsync)
-    dropped = [b for f in faults if f.get("fault") == "power_loss"
-               for b in (((f.get("details") or {}).get("evidence") or {}).get("unsynced_bytes_dropped") or {}).values()
-               if isinstance(b, int)]
-    if dropped:
-        m["unsynced_bytes_dropped"] = sum(dropped)
+    m.update(power_loss_figures(faults))
     # the sides of the first cut, for "the writes of one side were lost" (R7/R8)
     cut = next((f for f in faults if f.get("fault") == "partition" and (f.get("details") or {}).get("sides")), None)
     if cut:
@@ -117,6 +111,23 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
             m["consumers_silent"] = consumers_silent(consume, fault_start, heal, end)
     m["client_timeouts"] = sc.workload.timeouts()
     return m
+
+
+def power_loss_figures(faults: list[dict]) -> dict:
+    """A power loss's evidence: the unsynced bytes its file systems forgot (R18: a crash the
+    page cache survives proves nothing about fsync), and the writes they saw before the cut:
+    0 bytes dropped after many writes is a broker that synced each write, not a fault
+    without effect."""
+    def total(key: str) -> list[int]:
+        return [b for f in faults if f.get("fault") == "power_loss"
+                for b in (((f.get("details") or {}).get("evidence") or {}).get(key) or {}).values()
+                if isinstance(b, int)]
+    out = {}
+    if dropped := total("unsynced_bytes_dropped"):
+        out["unsynced_bytes_dropped"] = sum(dropped)
+    if seen := total("writes_seen"):
+        out["power_loss_writes_seen"] = sum(seen)
+    return out
 
 
 def _plain(m: dict) -> dict:

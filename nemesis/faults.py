@@ -534,7 +534,8 @@ def _power_loss(ctx: Ctx, f: Fault, params: dict) -> None:
     down = {n: not c.running(n) and not c.paused(n) for n in f.targets}
     dropped = f.details.get("dropped") or {}
     prove(f, {"down": down, "unsynced_bytes_dropped": {n: (dropped.get(n) or {}).get("unsynced_bytes")
-                                                       for n in f.targets}},
+                                                       for n in f.targets},
+              "writes_seen": {n: (dropped.get(n) or {}).get("writes_seen") for n in f.targets}},
           all(down.values()) and set(dropped) == set(f.targets))
 
 

@@ -276,3 +276,15 @@ def test_a_restart_is_one_operator_event_in_the_published_evidence(tmp_path):
            "details": {"reason": recovery["reason"]}}
     (tmp_path / store.NEMESIS_LOG).write_text(_json.dumps(rec) + "\n")
     assert rows.operator_events(tmp_path, {"operator_recovery": recovery}) == [rec]
+
+
+def test_a_power_loss_that_dropped_nothing_still_shows_the_writes_its_file_systems_saw():
+    from harness.observe import power_loss_figures
+    rec = {"fault": "power_loss", "details": {"evidence": {
+        "unsynced_bytes_dropped": {"rabbit1": 0, "rabbit2": 0, "rabbit3": None},
+        "writes_seen": {"rabbit1": 4100, "rabbit2": 3900, "rabbit3": None}}}}
+    assert power_loss_figures([rec, {"fault": "kill", "details": {}}]) == {
+        "unsynced_bytes_dropped": 0, "power_loss_writes_seen": 8000}
+    # a run before the file system counted its writes has the dropped bytes only
+    del rec["details"]["evidence"]["writes_seen"]
+    assert power_loss_figures([rec]) == {"unsynced_bytes_dropped": 0}
