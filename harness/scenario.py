@@ -16,7 +16,7 @@ from typing import Annotated, Any, Union
 import yaml
 from pydantic import Field, TypeAdapter, ValidationError
 
-from harness import brokers, expect, store
+from harness import brokers, expect, store, tautologies
 from nemesis import grudge as grudges
 from harness.spec import BaseScenario, read_yaml
 from nemesis.faults import CLOSING, CUTS, FAULT_TYPES, missing_capabilities, ports_problems, targets_problems
@@ -304,5 +304,10 @@ def read(path: str | Path) -> Any:
 
 
 def load(path: str | Path, version: str | dict[str, str] | None = None) -> Scenario:
-    """The scenario file at ``path``; ``version``: --version (see ``parse``)."""
-    return parse(read(path), str(path), version=version)
+    """The scenario file at ``path``; ``version``: --version (see ``parse``). A prediction that
+    cannot fail (harness.tautologies) is refused here, not in ``parse``: a stored run's recorded
+    scenario (``parse_recorded``) stays readable as it was run."""
+    sc = parse(read(path), str(path), version=version)
+    if bad := tautologies.problems(sc):
+        raise ScenarioError(f"{path}: invalid scenario\n" + "\n".join(f"  {b}" for b in bad))
+    return sc
