@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.checker_bench import _ids, _prefixed, bench_env, cpu_busy
+from harness.util import entry_point
 
 ROOT = Path(__file__).resolve().parent
 DATA = ROOT / "data"
@@ -247,4 +248,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with entry_point():
+        sys.exit(main())

@@ -28,6 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from harness.util import entry_point
+
 ROOT = Path(__file__).resolve().parent
 DATA = ROOT / "data"
 KEYS = ("attempted", "ok", "fail", "info", "delivered", "deliveries", "lost", "duplicated",
@@ -336,4 +338,5 @@ def same_figures(row: dict) -> bool | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with entry_point():
+        sys.exit(main())

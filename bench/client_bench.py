@@ -24,7 +24,7 @@ from harness.brokers.kafka.clients import KafkaProducerWorker
 from harness.brokers.rabbitmq.clients import RabbitPublisher
 from harness.brokers.rabbitmq.workload import endpoints as rabbit_endpoints
 from harness.history import JsonlWriter, RunClock
-from harness.util import setup_logging
+from harness.util import entry_point, setup_logging
 
 ROOT = Path(__file__).resolve().parent
 
@@ -131,5 +131,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    setup_logging()
-    raise SystemExit(main())
+    with entry_point():
+        setup_logging()
+        raise SystemExit(main())

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.util import setup_logging
+from harness.util import entry_point, setup_logging
 
 TARGETS = {"rabbitmq": 45.0, "kafka": 60.0}
 
@@ -63,5 +63,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    setup_logging()
-    sys.exit(main())
+    with entry_point():
+        setup_logging()
+        sys.exit(main())

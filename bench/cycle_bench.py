@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from bench import recorded
 from bench.checker_bench import DATA, lay_out
+from harness.util import entry_point
 
 P, SIZE, PARTS, STRIDE = 4, 4, 3, 10  # producers, messages per transaction, partitions, offset step
 COLUMNS = ("cycles_g0", "cycles_g1c", "cycles_g1c_wr", "processed_twice", "unprocessed", "duplicate_offsets",
@@ -194,4 +195,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    with entry_point():
+        raise SystemExit(main())

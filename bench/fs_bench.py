@@ -19,7 +19,7 @@ import pika
 from bench.client_bench import ROOT, kafka_harness, rabbit_harness
 from harness import brokers
 from harness.brokers.rabbitmq.workload import endpoints as rabbit_endpoints
-from harness.util import setup_logging
+from harness.util import entry_point, setup_logging
 
 
 def _rabbit(cluster, n: int, runs: int) -> dict[str, list[float]]:
@@ -77,5 +77,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    setup_logging()
-    raise SystemExit(main())
+    with entry_point():
+        setup_logging()
+        raise SystemExit(main())

@@ -20,6 +20,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any, Iterator
 
+from harness.util import entry_point
+
 RESULTS = Path(__file__).resolve().parent / "results"
 BASELINE = Path(__file__).resolve().parent / "baseline" / "baseline.json"
 MIN_BAND = 0.05
@@ -151,4 +153,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with entry_point():
+        sys.exit(main())

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from bench import recorded
 from bench.checker_bench import DATA, _ids, _prefixed, lay_out
+from harness.util import entry_point
 
 P, SIZE, PARTS, ABORT = 8, 5, 4, 4  # producers, messages per transaction, partitions, every 4th aborted
 COLUMNS = ("lost", "unexpected", "duplicated", "inconsistent_offsets", "duplicate_offsets", "lost_writes", "unseen",
@@ -191,4 +192,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    with entry_point():
+        raise SystemExit(main())

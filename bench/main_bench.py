@@ -28,7 +28,7 @@ from pathlib import Path
 from harness import store
 from harness.rows import (DOC_BATCHES, SPLIT_JSON, compact_json, md_cell, md_table, published_dir, repo_path,
                           run_name, splice)
-from harness.util import setup_logging
+from harness.util import entry_point, setup_logging
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -239,5 +239,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    setup_logging()
-    sys.exit(main())
+    with entry_point():
+        setup_logging()
+        sys.exit(main())

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from checkers.recheck import recheck
+from harness.util import entry_point
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,4 +22,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with entry_point():
+        sys.exit(main())

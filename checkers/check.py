@@ -159,7 +159,7 @@ def _result(ident: dict | None, run: Run, rule: str, order: dict | None, unav: l
     d["valid"], d["reason"] = A.verdict(d)
     # A history cut short, or made under a fault that did not happen, decides nothing.
     faults = store.read_jsonl(Path(run.dir) / store.NEMESIS_LOG) if "://" not in run.dir else []
-    d["undecided"] = undecided(run.meta, faults)
+    d["undecided"] = undecided(run.meta if run.recorded else None, faults)
     if d["undecided"]:
         d["valid"], d["reason"] = None, "undecided: " + "; ".join(d["undecided"])
     d["run_dir"] = run.dir
@@ -214,6 +214,9 @@ def main(paths: list[str], *, ordering: str | None = None, master: str | None = 
                      d["unexpected"], d["recovered"], d["ordering_violations"], d["unavailable_s"],
                      d["malformed_lines"], valid))
     print(_table(rows), file=out)
+    for run_dir, d in results.items():  # "unknown" in the table: why
+        if d["valid"] is None:
+            print(f"{run_dir}: {d['reason']}", file=out)
     print(f"checked {len(results)} run(s) in {elapsed} s; check.json written in each", file=out)
     return batch_exit_code(list(results.values()), len(errors))
 

@@ -35,6 +35,7 @@ class Run:
     produce: list[str]
     consume: list[str]
     meta: dict = field(default_factory=dict)        # run.json (harness.store)
+    recorded: bool = True                           # False: no run.json (harness.verdicts.NO_RECORD)
     parquet_malformed: dict | None = None           # set when the Parquet copy is read
     records: int | None = None                      # an estimate, when the lister knows the sizes
     buckets: int | None = None                      # the Parquet copy is bucketed by msg_id in this many
@@ -78,8 +79,8 @@ def open_runs(paths: list[str], prefer_parquet: bool = True) -> tuple[list[Run],
         if err:
             errors.append((str(d), err))
             continue
-        meta = meta or {}
-        run = Run(str(d), produce, consume, meta, replica=store.history_files(d, "replica"))
+        run = Run(str(d), produce, consume, meta or {}, recorded=meta is not None,
+                  replica=store.history_files(d, "replica"))
         pq = _parquet_fresh(d, produce + consume) if prefer_parquet else None
         if pq is not None:
             run.use_parquet(pq, str(d))

@@ -74,7 +74,7 @@ def check_command(run_dirs: list[str], *, ordering: str | None = None, master: s
         pred = rejudge(d)
         if pred is not None:
             result["prediction"] = pred
-            print(f"{d}: prediction {pred['reason']}", file=out)
+            print(f"{d}: {pred['reason']}", file=out)  # "prediction held", "could not decide: ..."
         else:  # not a harness run (or its scenario no longer validates): a report all the same
             try:
                 write_report(Path(d), None, result, read_run(d) or {})

@@ -9,7 +9,7 @@ import click
 
 from harness.cluster_cli import COMMANDS as CLUSTER_COMMANDS
 from harness.results import ORDERINGS  # stdlib only: no cost to a command that does not check
-from harness.util import setup_logging
+from harness.util import entry_point, setup_logging
 from nemesis.cli import register as register_nemesis
 
 
@@ -29,7 +29,19 @@ VERSION = click.option(
          "or rabbitmq=4.0; a bare version applies to every broker that has it.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The ``mqchaos`` group: what click handles itself (usage errors: 2) as click does; an
+    exception a command lets through exits 2 with its traceback logged
+    (``harness.util.entry_point``), not Python's 1, which would read as "anomalies found"."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:  # the caller takes whatever is raised
+            return super().main(*args, standalone_mode=False, **kwargs)
+        with entry_point():
+            return super().main(*args, **kwargs)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Jepsen-style fault injection against real RabbitMQ and Kafka clusters."""
     setup_logging()  # every subcommand's progress lines on stderr ([run], [nemesis], ...)

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from harness.util import run, setup_logging, wait_until
+from harness.util import entry_point, run, setup_logging, wait_until
 
 DOCKERD_LOG = os.environ.get("MQCHAOS_DOCKERD_LOG", "/var/log/mqchaos-dockerd.log")
 APT_PACKAGES = ["docker.io", "docker-compose", "debootstrap", "iptables", "iproute2"]
@@ -112,5 +112,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    setup_logging()
-    sys.exit(main())
+    with entry_point():
+        setup_logging()
+        sys.exit(main())

@@ -36,7 +36,7 @@ from harness import brokers
 from harness.brokers import balancer
 from harness.brokers.generations import VERSION_LABEL, Generation, ImageSpec
 from harness.engine import apt_install, ensure_engine
-from harness.util import run, setup_logging
+from harness.util import entry_point, run, setup_logging
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_DIR = ROOT / "compose"
@@ -254,5 +254,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    setup_logging()
-    sys.exit(main())
+    with entry_point():
+        setup_logging()
+        sys.exit(main())

@@ -11,7 +11,7 @@ from harness import expect, plots, store
 from harness.scenario import ScenarioError, parse_recorded
 from harness.results import DETAIL_GROUPS
 from harness.templates import TEMPLATES
-from harness.util import setup_logging
+from harness.util import entry_point, setup_logging
 from harness.windows import OPERATOR_KINDS
 
 
@@ -272,5 +272,6 @@ def draw(run_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    setup_logging()
-    draw(Path(sys.argv[1]))
+    with entry_point():
+        setup_logging()
+        draw(Path(sys.argv[1]))

@@ -9,6 +9,7 @@
         broker-state.png (harness.plots)
     results/<scenario>/latest, results/latest  links to the newest run
     results/<kind>/<UTC timestamp>/            one batch (catalogue, suite, nightly)
+    results/harness-errors.log                 every command's uncaught exception (``log_harness_error``)
 
 A run is a directory with run.json or history/ (the shallowest: nothing below a run
 is another run). This module is the only one that knows these names; the checkers
@@ -20,7 +21,10 @@ import glob
 import json
 import os
 import re
+import sys
+import tempfile
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypedDict
@@ -39,6 +43,8 @@ LOGS = "logs"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 LATEST = "latest"
+# below the results root: every uncaught exception's traceback, the command that raised it
+HARNESS_ERRORS = "harness-errors.log"
 
 _GLOB = re.compile(r"[*?\[]")
 
@@ -70,10 +76,21 @@ def point_latest(link: Path, target: str) -> None:
 
 
 def new_run_dir(scenario: str, root: str | os.PathLike | None = None) -> Path:
+    """results/<scenario>/<UTC timestamp, ms>/ with history/: a directory no other run has.
+    Two runs of one scenario may start within a millisecond (a matrix's repeats of a claim the
+    version lacks bring nothing up; a batch of fake runs): the later waits for the next
+    millisecond's name rather than fail on the first's (issue 52)."""
     base = results_root(root)
-    st = stamp(precise=True)
-    d = base / scenario / st
-    (d / HISTORY).mkdir(parents=True)
+    (base / scenario).mkdir(parents=True, exist_ok=True)
+    while True:
+        st = stamp(precise=True)
+        d = base / scenario / st
+        try:
+            d.mkdir()  # atomic: of two processes, one gets the name
+            break
+        except FileExistsError:
+            time.sleep(0.001)
+    (d / HISTORY).mkdir()
     point_latest(base / scenario / LATEST, st)
     point_latest(base / LATEST, f"{scenario}/{st}")
     return d
@@ -88,6 +105,27 @@ def new_batch_dir(kind: str, root: str | os.PathLike | None = None) -> Path:
 
 def finish_batch(d: Path) -> None:
     point_latest(d.parent / LATEST, d.name)
+
+
+def log_harness_error(text: str, root: str | os.PathLike | None = None) -> Path | None:
+    """Append an uncaught exception's traceback (``text``), with the time, the process and
+    its command line, to the results root's harness-errors.log; where the root cannot be
+    written, to the system's temporary directory. The file written, or None (neither could)."""
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    entry = f"==== {when} pid {os.getpid()}: {' '.join(sys.argv)}\n{text.rstrip()}\n"
+    for d in (results_root(root), Path(tempfile.gettempdir())):
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            fd = os.open(d / HARNESS_ERRORS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                # one appending write: two processes' entries stay whole (argv may hold undecodable bytes)
+                os.write(fd, entry.encode(errors="replace"))
+            finally:
+                os.close(fd)
+            return d / HARNESS_ERRORS
+        except OSError:
+            continue
+    return None
 
 
 # ---- JSON files --------------------------------------------------------------------------

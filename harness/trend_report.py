@@ -26,7 +26,7 @@ from checkers.trend import AnalyzeError, build, submitted_master
 from harness import store
 from harness.results import ORDERINGS
 from harness.rows import md_table
-from harness.util import setup_logging
+from harness.util import entry_point, setup_logging
 
 
 # -- the summary -----------------------------------------------------------------------------
@@ -243,7 +243,8 @@ def _args(argv: list[str]) -> argparse.Namespace:
 
 
 if __name__ == "__main__":  # spark-submit harness/trend_report.py RESULTS... [--out DIR]
-    setup_logging()
-    a = _args(sys.argv[1:])
-    sys.exit(main(a.results, master=a.master, out=a.out, ordering=a.ordering,
-                  threshold=a.unavailable_threshold, prefer_parquet=not a.json_only))
+    with entry_point():
+        setup_logging()
+        a = _args(sys.argv[1:])
+        sys.exit(main(a.results, master=a.master, out=a.out, ordering=a.ordering,
+                      threshold=a.unavailable_threshold, prefer_parquet=not a.json_only))

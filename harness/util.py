@@ -1,4 +1,5 @@
-"""Small helpers shared by the harness: bounded waiting, command running, logging set-up."""
+"""Small helpers shared by the harness: bounded waiting, command running, logging set-up, and
+every entry point's exit on a harness error (``entry_point``)."""
 from __future__ import annotations
 
 import contextlib
@@ -8,8 +9,12 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from typing import Any, Callable
+
+from harness import store
+from harness.verdicts import EXIT_UNKNOWN
 
 # The nice value of what a batch runs beside a run's faults (its checks' JVM, the pictures):
 # the CPU goes to it only when the run's brokers and clients leave it idle.
@@ -56,6 +61,25 @@ def setup_logging(level: int = logging.INFO) -> None:
             handler = _StderrHandler()
             handler.setFormatter(_PrefixFormatter("%(message)s"))
             logger.addHandler(handler)
+
+
+@contextlib.contextmanager
+def entry_point() -> Iterator[None]:
+    """Around every process entry point (the ``mqchaos`` group, each ``__main__``): an uncaught
+    exception exits EXIT_UNKNOWN, 2, where Python's own exit 1 would read as "anomalies found";
+    its traceback is appended to the results root's harness-errors.log
+    (``harness.store.log_harness_error``) and one line on stderr names the error and the log.
+    SystemExit (click's usage errors, a command's own code) and KeyboardInterrupt (the run
+    loop's Ctrl-C, which heals first) pass as they are."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - nothing is above this but the interpreter
+        text = traceback.format_exc()
+        path = store.log_harness_error(text)
+        what = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}"
+        where = f"traceback in {path}" if path else f"no log could be written:\n{text}"
+        print(f"harness error (exit {EXIT_UNKNOWN}): {what}; {where}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_UNKNOWN) from None
 
 
 class StopWaiting(Exception):

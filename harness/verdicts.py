@@ -80,14 +80,18 @@ def merge_codes(codes: Iterable[int]) -> int:
 # run.json without a drain record, which the checker's validity tolerates): the lost
 # messages may still be in the queue.
 UNDRAINED_LOSS = "the drain did not finish, 'lost' may still be queued"
+# A run directory without run.json (a history copied alone, a run killed before its first
+# save): its history may be whole or cut anywhere, and nothing says which.
+NO_RECORD = "no run.json: nothing says the run completed"
 
 
 def undecided(info: dict | None, faults: list[dict], lost: int | None = None) -> list[str]:
-    """Why a run's history cannot decide anything (then valid is null, exit 2): the run did
-    not complete (killed, interrupted, harness error), its drain did not finish, or a fault
-    step failed or left no evidence that it took effect (nemesis.jsonl ``details``). Given
-    the run's ``lost`` (harness.expect, judging a prediction), also ``UNDRAINED_LOSS``."""
-    reasons = []
+    """Why a run's history cannot decide anything (then valid is null, exit 2): the run has
+    no record (``info`` None: ``NO_RECORD``) or did not complete (killed, interrupted, harness
+    error), its drain did not finish, or a fault step failed or left no evidence that it took
+    effect (nemesis.jsonl ``details``). Given the run's ``lost`` (harness.expect, judging a
+    prediction), also ``UNDRAINED_LOSS``."""
+    reasons = [NO_RECORD] if info is None else []
     info = info or {}
     status = info.get("status")
     if status == NOT_APPLICABLE:

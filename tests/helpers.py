@@ -1,10 +1,11 @@
 """What several test modules share that is no fake (those are in tests/fakes.py): the figures
-the Spark checker and the independent reference (tests/reference.py) must agree on, and a
-results tree written as the run loop leaves it. Tests import it (``import helpers``), never
-each other."""
+the Spark checker and the independent reference (tests/reference.py) must agree on, a results
+tree written as the run loop leaves it, and a command's exit code as CliRunner gives it
+(``exit_of``). Tests import it (``import helpers``), never each other."""
 from __future__ import annotations
 
 import json
+import traceback
 from pathlib import Path
 
 from checkers import synth
@@ -18,6 +19,16 @@ COMPARED = ("attempted", "ok", "fail", "info", "produce_records", "delivered", "
             "unavailable_by_producer", "read_gaps", "lost_by_node", "lost_by_producer",
             "kept_before_lost_last", "poison", "lost_poison", "lost_other", "dead_lettered", "gave_up",
             "rejections")
+
+
+def exit_of(res) -> int:
+    """A CliRunner result's exit code, asserting the command ended by its own exit: CliRunner
+    turns an exception the command let through into exit code 1, EXIT_INVALID, which a test
+    expecting anomalies would read as found (the real entry point makes it 2:
+    harness.util.entry_point)."""
+    assert res.exception is None or isinstance(res.exception, SystemExit), \
+        "".join(traceback.format_exception(*res.exc_info)) + res.output
+    return res.exit_code
 
 
 def agree(got: dict, ref: dict):

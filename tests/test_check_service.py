@@ -112,3 +112,23 @@ def test_the_code_digest_follows_the_sources(tmp_path):
     assert cs.code_digest(tmp_path) == first
     (tmp_path / "checkers" / "a.py").write_text("x = 2\n")
     assert cs.code_digest(tmp_path) != first
+
+
+def test_check_prints_each_run_s_verdict_once_worded(tmp_path, monkeypatch, capsys):
+    """check_command names the verdict as harness.expect words it ("prediction held"), not
+    "prediction prediction held" (issue 52). The checker and the judge are stand-ins here."""
+    import checkers.check
+    import harness.judge
+
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "run.json").write_text("{}")
+
+    def fake_check(run_dirs, *, results_out, **kw):
+        results_out[str(run.resolve())] = {"valid": True}
+        return 0
+    monkeypatch.setattr(checkers.check, "main", fake_check)
+    monkeypatch.setattr(harness.judge, "rejudge", lambda d: {"held": True, "reason": "prediction held",
+                                                             "checks": [{"key": "lost", "held": True}]})
+    assert cs.check_command([str(run)]) == 0
+    assert capsys.readouterr().out == f"{run.resolve()}: prediction held\n"

@@ -11,7 +11,7 @@ from checkers import synth
 from checkers.check import check_runs
 from checkers.history import open_runs
 from harness.cli import main as cli
-from helpers import COMPARED, agree
+from helpers import COMPARED, agree, exit_of
 
 pytestmark = pytest.mark.spark
 
@@ -227,7 +227,7 @@ def test_cli_writes_check_json_and_exit_codes(spark, tmp_path):
     check = json.loads((good / "check.json").read_text())
     assert check["valid"] is True and check["ordering"] == "fifo"
     r = runner.invoke(cli, ["check", str(good), str(lossy)])
-    assert r.exit_code == 1 and "lossy" in r.output
+    assert exit_of(r) == 1 and "lossy" in r.output
     assert json.loads((lossy / "check.json").read_text())["lost"] == 2
     # A missing run or a run without a produce log: a clear error, exit 2.
     r = runner.invoke(cli, ["check", str(tmp_path / "nope")])
@@ -239,10 +239,23 @@ def test_cli_writes_check_json_and_exit_codes(spark, tmp_path):
     # One rule merges the runs (harness.verdicts): an anomaly found (lossy) outranks a run
     # that could not be checked (noproduce), which outranks valid runs.
     r = runner.invoke(cli, ["check", "--ordering", "none", str(tmp_path)])
-    assert r.exit_code == 1 and "no history/produce" in r.output
+    assert exit_of(r) == 1 and "no history/produce" in r.output
     assert "good" in r.output and "lossy" in r.output
     r = runner.invoke(cli, ["check", str(good), str(tmp_path / "noproduce")])
     assert r.exit_code == 2
+
+
+def test_a_run_without_run_json_is_undecided_and_says_why(spark, tmp_path):
+    """Issue 52: nothing says a run with no run.json completed (a truncated run.json is refused
+    the same way): valid null, exit 2, the reason printed and in check.json."""
+    from harness.verdicts import EXIT_UNKNOWN, NO_RECORD
+
+    run = synth.write_run(tmp_path / "bare", *synth.build(random.Random(3), per_producer=20)[:2])
+    (run / "run.json").unlink()
+    r = CliRunner().invoke(cli, ["check", "--no-server", str(run)])
+    assert exit_of(r) == EXIT_UNKNOWN and f"{run.resolve()}: undecided: {NO_RECORD}" in r.output, r.output
+    check = json.loads((run / "check.json").read_text())
+    assert check["valid"] is None and check["reason"] == f"undecided: {NO_RECORD}"
 
 
 def test_a_check_server_writes_what_a_local_check_writes(spark, tmp_path, monkeypatch):
@@ -255,7 +268,7 @@ def test_a_check_server_writes_what_a_local_check_writes(spark, tmp_path, monkey
     run = synth.write_run(tmp_path / "r", *synth.build(random.Random(5), per_producer=30, lost=3)[:2],
                           meta={"ordering": "fifo"})
     runner = CliRunner()
-    assert runner.invoke(cli, ["check", "--no-server", str(run)]).exit_code == 1
+    assert exit_of(runner.invoke(cli, ["check", "--no-server", str(run)])) == 1
     drop = ("checked_at", "check_seconds")
     local = {k: v for k, v in json.loads((run / "check.json").read_text()).items() if k not in drop}
     (run / "check.json").unlink()
@@ -268,7 +281,7 @@ def test_a_check_server_writes_what_a_local_check_writes(spark, tmp_path, monkey
     try:
         assert ready.wait(30)
         r = runner.invoke(cli, ["check", str(run)])
-        assert r.exit_code == 1 and "checked 1 run(s)" in r.output, r.output
+        assert exit_of(r) == 1 and "checked 1 run(s)" in r.output, r.output
         assert cs.status()["checks"] == 1
     finally:
         cs.stop()

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from fakes import StoredRun
+from helpers import exit_of
 from harness import batch, brokers, rows, store
 from harness import matrix as M
 from harness.cli import main
@@ -334,7 +335,7 @@ ARGS = ["--versions", "rabbitmq=3.10,4.0", "--versions", "kafka=3.9,4.1"]
 def test_the_command_end_to_end(fake_runs, files, tmp_path):
     StoredRun.plan = {("Q90-quorum", "4.0", 0): {"lost": 4, "unavailable": 7.5}}
     res = CliRunner().invoke(main, ["matrix", *ARGS, *map(str, files)])
-    assert res.exit_code == EXIT_INVALID, res.output              # Q90 on 4.0 lost: a finding
+    assert exit_of(res) == EXIT_INVALID, res.output              # Q90 on 4.0 lost: a finding
     assert sorted(StoredRun.ran) == [("K90-kafka", "3.9", 0), ("Q90-quorum", "3.10", 0), ("Q90-quorum", "4.0", 0),
                                    ("R90-mirrored", "3.10", 0)]
     out = fake_runs / "matrix" / "latest"
@@ -379,7 +380,7 @@ def test_the_command_end_to_end(fake_runs, files, tmp_path):
     assert "| Q90 | Q90-quorum |" in text and "K90" not in text
     assert "](" not in text and text.endswith("<!-- /table:versions -->\ntail\n")
     res = CliRunner().invoke(main, ["doc-table", str(fake_runs), "--into", str(doc), "--name", "versions", "--matrix"])
-    assert res.exit_code != 0 and "not a matrix batch" in res.output
+    assert exit_of(res) != 0 and "not a matrix batch" in res.output
     dirs = [str(p.parent) for p in fake_runs.glob("*/2*/run.json")]
     res = CliRunner().invoke(main, ["matrix", "--from-runs", *dirs])
     assert res.exit_code == 0, res.output
@@ -405,7 +406,7 @@ def test_repeats_aggregate_and_a_harness_error_is_not_a_decided_run(fake_runs, f
                     ("Q90-quorum", "3.10", 1): {"unavailable": 4.5}}
     res = CliRunner().invoke(main, ["matrix", "--versions", "rabbitmq=3.10,4.0", "--only", "Q90", "--repeat", "3",
                                     "--retries", "0", *map(str, files)])
-    assert res.exit_code == EXIT_INVALID, res.output
+    assert exit_of(res) == EXIT_INVALID, res.output
     m = json.loads((fake_runs / "matrix" / "latest" / "matrix.json").read_text())
     assert m["repeat"] == 3
     cells = m["tables"][0]["rows"][0]["cells"]

@@ -14,6 +14,7 @@ from harness.brokers.kafka import values as kafka_values
 from harness.brokers.rabbitmq import values as rabbit_values
 from harness.cli import main as cli
 from harness.scenario import ScenarioError, parse
+from helpers import exit_of
 
 
 def refused(data: dict, version: str | None = None) -> str:
@@ -67,7 +68,7 @@ def test_validate_command_refuses_both_examples(tmp_path):
     bad_k.write_text("name: k\nbroker: kafka\ncluster: {min.insync.replicas: 4}\n")
     for path, key in ((bad_r, "cluster.queue_master_locator"), (bad_k, "cluster.min.insync.replicas")):
         result = CliRunner().invoke(cli, ["validate", str(path)])
-        assert result.exit_code != 0 and key in result.output, result.output
+        assert exit_of(result) != 0 and key in result.output, result.output
 
 
 # ---- RabbitMQ: the cuttlefish schema -----------------------------------------------------------

@@ -20,6 +20,7 @@ from checkers.check import check_runs
 from checkers.history import convert, open_runs
 from checkers.spark import cds_archive, session
 from checkers.synth import write_run
+from harness.util import entry_point
 
 def build_cds(archive: Path | None = None, timeout: float = 900) -> Path:
     """Build the archive: a child process checks a small synthetic history (JSONL
@@ -82,20 +83,21 @@ def _exercise() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--exercise"]:
-        _exercise()
-    elif sys.argv[1:] == ["--build-cds"]:
-        print(f"class-data-sharing archive written: {build_cds()}")
-    elif sys.argv[1:] == ["--ensure-cds"]:
-        # make's targets call this: build once per Java/pyspark/options, never fail the caller
-        if cds_archive().is_file() or os.environ.get("MQCHAOS_CDS", "on") == "off":
-            sys.exit(0)
-        try:
-            print(f"class-data-sharing archive written (Spark starts faster): {build_cds()}")
-        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
-            print(f"warning: no class-data-sharing archive ({e}); Spark starts slower", file=sys.stderr)
-    elif sys.argv[1:] == ["--cds-archive"]:
-        print(cds_archive())
-    else:
-        print("usage: python -m checkers.spark.cds --build-cds | --ensure-cds | --cds-archive", file=sys.stderr)
-        sys.exit(2)
+    with entry_point():
+        if sys.argv[1:] == ["--exercise"]:
+            _exercise()
+        elif sys.argv[1:] == ["--build-cds"]:
+            print(f"class-data-sharing archive written: {build_cds()}")
+        elif sys.argv[1:] == ["--ensure-cds"]:
+            # make's targets call this: build once per Java/pyspark/options, never fail the caller
+            if cds_archive().is_file() or os.environ.get("MQCHAOS_CDS", "on") == "off":
+                sys.exit(0)
+            try:
+                print(f"class-data-sharing archive written (Spark starts faster): {build_cds()}")
+            except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+                print(f"warning: no class-data-sharing archive ({e}); Spark starts slower", file=sys.stderr)
+        elif sys.argv[1:] == ["--cds-archive"]:
+            print(cds_archive())
+        else:
+            print("usage: python -m checkers.spark.cds --build-cds | --ensure-cds | --cds-archive", file=sys.stderr)
+            sys.exit(2)

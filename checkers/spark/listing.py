@@ -146,7 +146,7 @@ def open_listed(spark, listed: list[Listed], prefer_parquet: bool = True
             errors.append((r.dir, r.meta_error))
             continue
         jsonl_bytes = sum(r.files[p[len(r.dir) + 1:]][0] for p in produce + consume)
-        run = Run(r.dir, produce, consume, r.meta or {},
+        run = Run(r.dir, produce, consume, r.meta or {}, recorded=r.meta is not None,
                   records=jsonl_bytes // JSONL_BYTES_PER_RECORD, replica=r.history("replica"))
         pq = _fresh_parquet(spark, r) if prefer_parquet else None
         if pq is not None:

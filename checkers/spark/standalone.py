@@ -31,7 +31,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from harness.util import wait_until
+from harness.util import entry_point, wait_until
 
 HOST = "127.0.0.1"  # never anything else: no traffic off this machine
 
@@ -211,4 +211,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with entry_point():
+        sys.exit(main())

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.brokers.containers import docker
-from harness.util import setup_logging
+from harness.util import entry_point, setup_logging
 
 VALUES_FILE = Path(__file__).with_name("config-values.json")
 
@@ -166,5 +166,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    setup_logging()
-    main()
+    with entry_point():
+        setup_logging()
+        main()
