@@ -1,13 +1,15 @@
 """``mqchaos serve``: the results store in a browser, on 127.0.0.1 only. The root page lists
-every batch (its index.html), each scenario and version's verdicts over every stored run
-(held k of n, with a Wilson interval), and every run (its verdict and report), newest first."""
+every batch (its index.html), each test and version's verdicts over every stored run (held
+k of n, with a Wilson interval; a test is a scenario's digest, harness.identity: runs of an
+older encoding of a file are superseded, tallied apart), and every run (its verdict and
+report), newest first."""
 from __future__ import annotations
 
 import functools
 import http.server
 from pathlib import Path
 
-from harness import rows, store
+from harness import identity, rows, store
 from harness.verdicts import NOT_APPLICABLE
 
 
@@ -19,6 +21,7 @@ def run_rows(root: Path) -> list[dict]:
     for d in store.find_runs([str(root)])[0]:
         info, check = store.read_run(d) or {}, store.read_check(d) or {}
         row = dict(info.get("summary") or _row(d, info, check))
+        row["digest"] = row.get("digest") or identity.of_record(info)  # a run from before: from its params
         phases = info.get("phases") or {}
         version = info.get("version")
         row.update(started=d.name, run=rows.run_name(d), retried=False,
@@ -33,6 +36,7 @@ def _row(d: Path, info: dict, check: dict) -> dict:
     """A row from a run's files, for a run that ended before its batch kept one."""
     pred = check.get("prediction") or {}
     row = {"id": info.get("id"), "scenario": info.get("scenario") or d.parent.name,
+           "broker": info.get("broker"), "brokers": info.get("brokers"),
            "not_applicable": info.get("status") == NOT_APPLICABLE,
            "harness_error": info.get("status") not in (None, "completed", NOT_APPLICABLE),
            "prediction": pred.get("held") if pred.get("checks") else check.get("valid"),
@@ -46,8 +50,9 @@ def write_index(root: Path) -> Path:
     """The store's page: its batches, then per scenario and version "held k of n" over every
     stored run (a Wilson interval: one run's verdict is a sample), then every run."""
     batches = sorted((p.parent for p in root.glob("*/*/index.html")), key=lambda p: p.name, reverse=True)
-    every = run_rows(root)
-    page = rows.index_html(every, root, f"mqchaos results: {root}", started=True, tallied=rows.tally(every))
+    every, cat = run_rows(root), identity.catalogue()
+    page = rows.index_html(every, root, f"mqchaos results: {root}", started=True, tallied=rows.tally(every, cat),
+                           cat=cat)
     links = "".join(f'<li><a href="{b.relative_to(root)}/index.html">{b.parent.name} {b.name}</a></li>'
                     for b in batches)
     page = page.replace("<h1>", f"<h2>Batches</h2><ul>{links or '<li>none</li>'}</ul><h1>", 1)

@@ -332,7 +332,7 @@ def doc_table(batch_dir, doc, name, only, as_matrix, tally, as_claims, as_explor
     by = f"mqchaos doc-table {R.repo_path(source.parent if not whole else Path(batch_dir))}{flags}"
     shown = (R.repo_path(source) if not whole else
              f"{R.repo_path(Path(batch_dir))}/{EXPLORE_RECORDS if as_explore else '*/' + R.SUMMARY_JSON}")
-    if as_claims or as_budget:
+    if not as_explore:  # the present scenario files: which runs are superseded (harness.identity)
         shown += f" {SCENARIO_FILES}"
     if as_claims or as_compare:
         from harness.compare import COMPARISON_FILES
@@ -368,40 +368,36 @@ def _published_rows(batch_dir):
     return [r for _, rows in _published_batches(batch_dir) for r in rows]
 
 
-def _comparisons(batches, ids):
+def _comparisons(batches):
     """Every comparison file (scenarios/comparisons) with its samples over the published
-    ``batches``; a side naming no row of the catalogue (``ids``) is refused."""
+    ``batches``, and the present catalogue (harness.identity) with the comparisons in it; a
+    side naming no row of the catalogue is refused."""
     from harness import compare as C
+    from harness import identity
 
+    cat = identity.catalogue()
     out = []
     for c in C.load_all():
-        bad = C.unknown_rows(c, ids)
+        bad = C.unknown_rows(c, set(cat.by_id))
         if bad:
             raise ValueError(f"{c.name}: " + "; ".join(bad))
-        out.append((c, C.pairs(c, batches)))
-    return out
+        out.append((c, C.pairs(c, batches, cat)))
+    return out, cat.with_entries([C.entry(c, cat) for c, _ in out])
 
 
 def _claims_source(batch_dir):
     """The seed-claim table: every scenario's ``claims:``, every published batch's runs."""
-    from harness import rows as R
     from harness import compare as C
-    from harness.scenario import read
+    from harness import rows as R
     from harness.spec import SEED_CLAIMS
 
     batches = _published_batches(batch_dir)  # read once: the rows and the comparisons' pairs
     rows = [r for _, batch in batches for r in batch]
-    scenarios, ids = [], set()
-    for path in sorted(R.store.ROOT.glob(SCENARIO_FILES)):
-        data = read(str(path))
-        ids.add(data.get("id"))
-        if data.get("claims"):
-            scenarios.append((data.get("id"), data["name"], [int(c) for c in data["claims"]],
-                              R.prediction_text(data.get("expect"), data.get("require"))))
-    for c, samples in _comparisons(batches, ids):  # a comparison's samples count as its runs
-        scenarios.append((c.id, c.name, c.claims, R.prediction_text(c.prediction(), {})))
+    comparisons, cat = _comparisons(batches)
+    for c, samples in comparisons:  # a comparison's samples count as its runs
         rows += C.sample_rows(c, samples)
-    return R.claim_lines(scenarios, rows, SEED_CLAIMS), batch_dir, SEED_CLAIMS
+    claimed = [(e.name, list(e.claims)) for e in cat.entries if e.claims]
+    return R.claim_lines(claimed, rows, SEED_CLAIMS, cat), batch_dir, SEED_CLAIMS
 
 
 def _budget_source(batch_dir):
@@ -433,20 +429,20 @@ def _budget_source(batch_dir):
 
 def _compare_source(batch_dir):
     """The comparison table: every comparison's samples over the published batches."""
+    from harness import compare as C
     from harness import rows as R
-    from harness.scenario import read
 
-    ids = {read(str(p)).get("id") for p in R.store.ROOT.glob(SCENARIO_FILES)}
     lines, n = [], 0
-    for c, samples in _comparisons(_published_batches(batch_dir), ids):
+    comparisons, cat = _comparisons(_published_batches(batch_dir))
+    for c, samples in comparisons:
         left, factor, op, right = c.relation()
         times = f" × {factor:g}" if factor != 1 else ""
-        for s in samples:
+        for s, row in zip(samples, C.sample_rows(c, samples)):
             n += 1
             lines.append([c.id, s["version"] or "-", s["batch"], R.md_cell(" + ".join(c.figure)),
                           f"{left} ({c.sides[left]}) {R.fmt(s['values'][left])}{times} {op} "
                           f"{right} ({c.sides[right]}) {R.fmt(s['values'][right])}",
-                          R.VERDICT[s["held"]]])
+                          R.shown_verdict(row, cat)])
     return R.md_table(["id", "version", "batch", "figure", "relation predicted, figures measured", "verdict"],
                       lines), batch_dir, n
 
@@ -469,12 +465,14 @@ def _doc_source(batch_dir, wanted, as_matrix, tally, batches, as_name):
     batch published first (harness.rows.publish) unless it is a published copy already."""
     import json
 
+    from harness import identity
     from harness import matrix as M
     from harness import rows as R
 
+    cat = identity.catalogue()  # the present scenario files: a superseded run is marked
     if tally:
         rows = [r for r in _published_rows(batch_dir) if not wanted or r["scenario"] in wanted or r.get("id") in wanted]
-        return R.tally_lines(rows), batch_dir, len(rows)
+        return R.tally_lines(rows, cat), batch_dir, len(rows)
     if as_matrix:
         M.read(batch_dir)  # ValueError when it is no matrix batch
         pub = R.published_dir(batch_dir, batches, as_name)
@@ -482,11 +480,11 @@ def _doc_source(batch_dir, wanted, as_matrix, tally, batches, as_name):
             _publish_matrix(batch_dir, pub)
         m = M.read(pub)
         m = M.only(m, wanted) if wanted else m
-        return M.markdown_lines(m), pub / M.MATRIX_JSON, sum(len(t["rows"]) for t in m["tables"])
+        return M.markdown_lines(m, cat=cat), pub / M.MATRIX_JSON, sum(len(t["rows"]) for t in m["tables"])
     pub = R.publish(batch_dir, batches, as_name)
     rows = json.loads((pub / R.SUMMARY_JSON).read_text())
     rows = [r for r in rows if not wanted or r["scenario"] in wanted or r.get("id") in wanted]
-    return R.table_lines(rows), pub / R.SUMMARY_JSON, len(rows)
+    return R.table_lines(rows, cat=cat), pub / R.SUMMARY_JSON, len(rows)
 
 
 def _publish_matrix(batch_dir, pub) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
-from harness import store
+from harness import identity, store
 from harness.expect import OPS
 from harness.spec import SEED_CLAIMS, Strict, read_yaml
 
@@ -100,6 +100,19 @@ def unknown_rows(c: Comparison, row_ids: set[str]) -> list[str]:
     return [f"sides.{side}: no scenario has id {rid}" for side, rid in c.sides.items() if rid not in row_ids]
 
 
+def digest(c: Comparison, tests: dict[str, str | None]) -> str:
+    """What a comparison tests: its relation and figure over its sides' tests (``tests``: each
+    side's digest, harness.identity; the files' present ones for the comparison itself, the two
+    runs' for a sample). A sample of a side's older encoding is superseded like a run."""
+    return identity.digest_of({"expect": c.expect, "figure": c.figure, "sides": c.sides, "tests": tests})
+
+
+def entry(c: Comparison, cat: identity.Catalogue) -> identity.Entry:
+    """The comparison in the catalogue: its present test over its sides' present files."""
+    return identity.Entry(c.name, c.id, digest(c, {side: getattr(cat.by_id.get(rid), "digest", None)
+                                                   for side, rid in c.sides.items()}), claims=tuple(c.claims))
+
+
 def figure(c: Comparison, row: dict) -> float | None:
     """The comparison's figure of one run's row; None when a term was not measured."""
     total = 0.0
@@ -111,16 +124,18 @@ def figure(c: Comparison, row: dict) -> float | None:
     return int(total) if total == int(total) else round(total, 6)
 
 
-def pairs(c: Comparison, batches: list[tuple[str, list[dict]]]) -> list[dict]:
+def pairs(c: Comparison, batches: list[tuple[str, list[dict]]], cat: identity.Catalogue) -> list[dict]:
     """Each sample of ``c``: per batch and version, the i-th decided run of one side with the
-    i-th of the other, the figure of each and whether the relation held."""
+    i-th of the other, the figure of each, whether the relation held and what it tested
+    (``digest``). A run's side is its file's present id (``cat``: old rows carry ids since
+    given to other files)."""
     left, factor, op, right = c.relation()
     label = {rid: side for side, rid in c.sides.items()}
     out = []
     for batch, rows in batches:
         runs: dict[tuple[str | None, str], list[dict]] = {}
         for r in rows:
-            side = label.get(r.get("id"))
+            side = label.get(cat.id_of(r))
             if side is not None and r.get("prediction") in (True, False):  # decided its own row
                 runs.setdefault((None if r.get("version") is None else str(r["version"]), side), []).append(r)
         for version in sorted({v for v, _ in runs}, key=lambda v: v or ""):
@@ -128,11 +143,13 @@ def pairs(c: Comparison, batches: list[tuple[str, list[dict]]]) -> list[dict]:
                 values = {left: figure(c, a), right: figure(c, b)}
                 held = None if None in values.values() else OPS[op](values[left] * factor, values[right])
                 out.append({"id": c.id, "scenario": c.name, "version": version, "batch": batch,
-                            "values": values, "held": held, "runs": [a.get("run"), b.get("run")]})
+                            "values": values, "held": held, "runs": [a.get("run"), b.get("run")],
+                            "digest": digest(c, {left: a.get("digest"), right: b.get("digest")})})
     return out
 
 
 def sample_rows(c: Comparison, samples: list[dict]) -> list[dict]:
     """The samples as rows the tally counts (harness.rows.tally): one per pair of runs."""
     return [{"id": c.id, "scenario": c.name, "version": s["version"], "expect": c.prediction(), "require": {},
-             "prediction": s["held"], "run": "+".join(str(x) for x in s["runs"])} for s in samples]
+             "prediction": s["held"], "run": "+".join(str(x) for x in s["runs"]), "digest": s["digest"]}
+            for s in samples]

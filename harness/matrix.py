@@ -30,6 +30,7 @@ from pathlib import Path
 from checkers.trend import broker_version
 from harness import brokers, store
 from harness import rows as R
+from harness.identity import Catalogue
 from harness.measures import percentile, wilson
 from harness.templates import TEMPLATES
 from harness.results import Row
@@ -40,7 +41,7 @@ MATRIX_JSON, MATRIX_MD, MATRIX_HTML = "matrix.json", "matrix.md", "matrix.html"
 NOT_APPLICABLE_TEXT, REFUSED_TEXT = R.NOT_APPLICABLE_TEXT, R.REFUSED_TEXT
 # what each run keeps in matrix.json (Row keys: harness.results)
 RUN_KEYS = ("repeat", "status", "exit", "confirmed", "lost", "duplicated", "unavailable_s", "retried",
-            "reason", "report")
+            "reason", "report", "digest")
 
 
 def verdict(r: Row) -> str:
@@ -158,19 +159,29 @@ def _num(x) -> str:
     return "–" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
 
 
-def cell_text(c: dict | None) -> str:
-    """A cell as a table shows it."""
+def superseded(c: dict | None, cat: Catalogue | None) -> bool:
+    """A cell whose runs tested what no scenario file tests now (harness.identity); a batch
+    loads each file once, so a cell's runs share one digest and are never pooled across two."""
+    return cat is not None and c is not None and any(cat.superseded(r) for r in c["runs"])
+
+
+def cell_text(c: dict | None, old: bool = False) -> str:
+    """A cell as a table shows it; ``old``: its runs are superseded, and it says so."""
+    def word(w: str) -> str:
+        return f"superseded ({w})" if old else w
+
     if c is None or c["state"] == RunStatus.NOT_RUN:
         return RunStatus.NOT_RUN.value
     if c["state"] == NOT_APPLICABLE:
-        return NOT_APPLICABLE_TEXT
+        return word(NOT_APPLICABLE_TEXT)
     if c["state"] == REFUSED:
-        return REFUSED_TEXT
+        return word(REFUSED_TEXT)
     if c["total"] == 1:
         r = c["runs"][0]
         if r.get("confirmed") is None:
-            return r["verdict"]
-        return (f"{r['verdict']}: ok {_num(r['confirmed'])}, lost {_num(r['lost'])}, dup {_num(r['duplicated'])}, "
+            return word(r["verdict"])
+        return (f"{word(r['verdict'])}: ok {_num(r['confirmed'])}, lost {_num(r['lost'])}, "
+                f"dup {_num(r['duplicated'])}, "
                 f"unavail. {_num(r['unavailable_s'])} s")
     parts = []
     if c["decided"]:
@@ -183,7 +194,7 @@ def cell_text(c: dict | None) -> str:
     if c["unavailable_p50"] is not None:
         parts.append(f"unavail. s p50 {_num(c['unavailable_p50'])}, p99 {_num(c['unavailable_p99'])}")
     parts.append(", ".join(f"{v} {n}" for v, n in sorted(c["verdicts"].items(), key=lambda kv: -kv[1])))
-    return "; ".join(parts)
+    return ("superseded: " if old else "") + "; ".join(parts)
 
 
 def _header(t: dict, v: str) -> str:
@@ -191,7 +202,7 @@ def _header(t: dict, v: str) -> str:
     return f"{t['broker']} {v}" + (f" ({running})" if running and running != v else "")
 
 
-def notes(m: dict) -> list[str]:
+def notes(m: dict, cat: Catalogue | None = None) -> list[str]:
     """Why each cell that decided something less than all its runs did not: one line per cell
     and reason (with how many runs gave it)."""
     out = []
@@ -201,14 +212,15 @@ def notes(m: dict) -> list[str]:
                 why = Counter(R.md_cell(r.get("reason") or r.get("status")) for r in c["runs"] if not decided(r))
                 for reason, n in why.items():
                     times = f" ({n} of {c['total']} runs)" if c["total"] > 1 else ""
-                    out.append(f"- {row.get('id') or row['scenario']} on {t['broker']} {v}{times}: {reason}")
+                    out.append(f"- {R.row_id(row, cat) or row['scenario']} on {t['broker']} {v}{times}: {reason}")
     return out + [f"- {i['file']}: invalid scenario file: {R.md_cell(i['reason'])}" for i in m.get("invalid", [])]
 
 
-def markdown_lines(m: dict, links_from: Path | None = None) -> list[str]:
+def markdown_lines(m: dict, links_from: Path | None = None, cat: Catalogue | None = None) -> list[str]:
     """The matrix's tables (one per broker) and the reasons of the cells that decided nothing,
     in Markdown; a one-run cell links to its report when ``links_from`` (the results directory)
-    is given; plain text in documents (``mqchaos doc-table --matrix``)."""
+    is given; plain text in documents (``mqchaos doc-table --matrix``), where ``cat`` (the
+    present scenario files) marks a superseded cell and gives each row its file's present id."""
     lines: list[str] = []
     for t in m["tables"]:
         if lines:
@@ -220,14 +232,14 @@ def markdown_lines(m: dict, links_from: Path | None = None) -> list[str]:
             cells = []
             for v in vs:
                 c = row["cells"].get(v)
-                text = R.md_cell(cell_text(c))
+                text = R.md_cell(cell_text(c, superseded(c, cat)))
                 rep = c["runs"][0].get("report") if c and c["total"] == 1 else None
                 if rep and links_from is not None and c["state"] not in (REFUSED,):
                     head, _, tail = text.partition(":")
                     text = f"[{head}]({R.relative(rep, links_from)})" + (f":{tail}" if tail else "")
                 cells.append(text)
-            lines.append(f"| {row.get('id') or '-'} | {row['scenario']} | " + " | ".join(cells) + " |")
-    why = notes(m)
+            lines.append(f"| {R.row_id(row, cat) or '-'} | {row['scenario']} | " + " | ".join(cells) + " |")
+    why = notes(m, cat)
     if why:
         lines += ["", "Runs that decided nothing (exit 2), and why:", "", *why]
     return lines

@@ -154,7 +154,13 @@ class Row(TypedDict, total=False):
     prediction: Published[bool | None]  # held
     reason: Published[str | None]
     decided_by: Published[str]
-    brokers: Published[dict[str, Any] | None]
+    brokers: Published[dict[str, Any] | None]  # what each node reported it runs
+    # what the run tested (harness.identity): the scenario's digest, with ``brokers`` the key
+    # a tally counts runs by; its set-up alone (another prediction of the same runs' situation);
+    # ``digest_from`` where a backfilled row's digests were taken
+    digest: Published[str | None]
+    setup_digest: Published[str | None]
+    digest_from: Published[str]
     earlier_attempts: list[dict[str, Any]]  # the harness errors retried before
     report: str | None  # a path on this machine: its report.md (or the run's directory)
     file: str  # a matrix version's refused scenario file

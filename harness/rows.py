@@ -9,7 +9,9 @@ from collections import Counter
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from harness import expect, store, windows
+from checkers.trend import broker_version
+from harness import expect, identity, store, windows
+from harness.identity import Catalogue
 from harness.measures import wilson
 from harness.results import PUBLISHED_KEYS, ROW_FIGURES, CheckResult, Row
 from harness.templates import TEMPLATES
@@ -43,14 +45,16 @@ def run_row(sc, result: CheckResult, info: dict, run_dir: Path) -> Row:
                blocked_s=m.get("blocked_s"), measurement=specific, valid=result["valid"],
                prediction=result["prediction"]["held"], reason=result["prediction"]["reason"],
                decided_by=decided_by(result["prediction"]), expect=sc.expect, require=sc.require,
-               version=sc.version, brokers=info.get("brokers"), report=str(Path(run_dir) / store.REPORT_MD))
+               version=sc.version, brokers=info.get("brokers"), **identity.stamp(sc),
+               report=str(Path(run_dir) / store.REPORT_MD))
 
 
 def not_applicable_row(sc, result: dict, run_dir: Path) -> Row:
     """The row of a run whose claim does not exist in its version: nothing measured."""
     return Row(scenario=sc.name, id=sc.id, valid=None, prediction=None, not_applicable=True,
                reason=result["reason"], decided_by=result["reason"], expect=sc.expect,
-               require=sc.require, version=sc.version, report=str(Path(run_dir) / store.CHECK_JSON))
+               require=sc.require, version=sc.version, **identity.stamp(sc),
+               report=str(Path(run_dir) / store.CHECK_JSON))
 
 
 def decided_by(prediction: dict) -> str:
@@ -121,54 +125,111 @@ def fmt(v) -> str:
     return "-" if v is None else str(v)
 
 
-def tally(rows: list[Row]) -> list[dict]:
-    """Per scenario, version and prediction, every run's verdict counted: held k of the n runs
-    that decided (held or did not hold), with k/n's 95 % Wilson interval, since one run's
-    verdict is a sample; the other verdicts (undecided, not applicable, ...) counted beside.
-    A file re-encoded (another expect / require) is another claim: its runs count apart.
-    Rows naming the same run (by its id) count once."""
-    by_run: dict[str, dict] = {}
+# ---- tallies: runs counted per test (harness.identity) and version ----------------------------
+
+def reported(r: dict) -> str | None:
+    """The broker version the row's nodes reported (its ``brokers``), None where unknown."""
+    said = r.get("brokers") if isinstance(r.get("brokers"), dict) else {}
+    # each node's own record (``nodes``) is no version: a row without ``broker`` would take it for one
+    v = broker_version({"broker": r.get("broker"), "brokers": {k: v for k, v in said.items() if k != "nodes"}})
+    return None if v == "unknown" else v
+
+
+def version_text(version, shown: str | None) -> str:
+    """A version as a tally shows it: the one asked for, and what the nodes reported where that
+    says more ("3.10 (3.10.8)")."""
+    if version is None:
+        return shown or "-"
+    return f"{version} ({shown})" if shown and shown != str(version) else str(version)
+
+
+def shown_verdict(r: Row, cat: Catalogue | None = None) -> str:
+    """``verdict_text``, marked when the run's digest is no file's present one (``cat``): a
+    superseded run is shown, never counted as the present file's."""
+    text = verdict_text(r)
+    return f"superseded ({text})" if cat is not None and cat.superseded(r) else text
+
+
+def row_id(r: Row, cat: Catalogue | None = None) -> str | None:
+    """A row's id: its file's present one (found by the scenario's name: ids moved between
+    files), else the one it recorded."""
+    return cat.id_of(r) if cat is not None else r.get("id")
+
+
+def which_test(r: Row, cat: Catalogue) -> tuple[tuple[str, ...], bool]:
+    """The files a run's test is (those whose present digest is the run's: their runs pool,
+    whatever file name the run recorded) and False; else the file it ran, by name, and True:
+    superseded."""
+    files = cat.files_of(r.get("digest"))
+    return (tuple(e.name for e in files), False) if files else ((r["scenario"],), True)
+
+
+def _tally(rows: list[Row], cat: Catalogue) -> list[tuple[dict, list[Row]]]:
+    """The tally's lines (see ``tally``), each with its runs' rows."""
+    by_run: dict[str, Row] = {}
     for r in rows:  # a run in two batches (a matrix re-tabulating a day's runs) counts once
         run = r.get("run") or run_id(r.get("report")) or str(id(r))
         if run not in by_run or by_run[run].get("version") is None:
             by_run[run] = r
-    groups: dict[tuple, dict] = {}
-    for run, r in by_run.items():
-        claim = prediction_text(r.get("expect"), r.get("require"))
-        key = (r.get("id"), r["scenario"], None if r.get("version") is None else str(r["version"]), claim)
-        groups.setdefault(key, {})[run] = verdict_word(r)
+    groups: dict[tuple, list[Row]] = {}
+    for r in by_run.values():
+        files, old = which_test(r, cat)
+        version = None if r.get("version") is None else str(r["version"])
+        groups.setdefault((files, old, r.get("digest") if old else None, version, reported(r)), []).append(r)
     out = []
-    for (sid, name, version, claim), runs in sorted(
-            groups.items(), key=lambda kv: (catalogue_order(kv[0][0], kv[0][1]), kv[0][2] or "", kv[0][3])):
-        seen = Counter(runs.values())
+    for (files, old, digest, version, shown), runs in groups.items():
+        seen = Counter(verdict_word(r) for r in runs)
         k = seen.pop(VERDICT[True], 0)
         n = k + seen.pop(VERDICT[False], 0)
         ci = wilson(k, n)
-        out.append({"id": sid, "scenario": name, "version": version, "claim": claim, "held": k, "decided": n,
-                    "runs": len(runs),
-                    "ci95": [round(ci[0], 4), round(ci[1], 4)] if ci else None, "others": dict(seen)})
-    return out
+        ids = [row_id({"scenario": f, "id": runs[0].get("id")}, cat) for f in files]
+        out.append(({"id": None if ids == [None] else " = ".join(i or "-" for i in ids),
+                     "scenario": " = ".join(files), "files": list(files), "version": version, "reported": shown,
+                     "claim": prediction_text(runs[0].get("expect"), runs[0].get("require")),
+                     "digest": runs[0].get("digest"), "setup": runs[0].get("setup_digest"), "superseded": old, "held": k, "decided": n, "runs": len(runs),
+                     "ci95": [round(ci[0], 4), round(ci[1], 4)] if ci else None, "others": dict(seen)}, runs))
+    return sorted(out, key=lambda x: (catalogue_order(x[0]["id"], x[0]["scenario"]), x[0]["version"] or "",
+                                      x[0]["reported"] or "", x[0]["superseded"], x[0]["digest"] or ""))
+
+
+def tally(rows: list[Row], cat: Catalogue | None = None) -> list[dict]:
+    """Per test and version, every run's verdict counted: held k of the n runs that decided
+    (held or did not hold), with k/n's 95 % Wilson interval, since one run's verdict is a
+    sample; the other verdicts (undecided, not applicable, ...) counted beside. A test is the
+    scenario's digest (harness.identity: set-up, faults and prediction), a version the one asked
+    for with the one the nodes reported. A run whose digest no file of the catalogue (``cat``;
+    default: the repository's scenario files) has now is superseded: its file's older encoding,
+    or a file since removed; such runs get lines of their own (per file name and digest) and
+    never count for the present file. Rows naming the same run (by its id) count once."""
+    return [t for t, _ in _tally(rows, identity.catalogue() if cat is None else cat)]
 
 
 def tally_text(t: dict) -> str:
-    """``held k of n (95 % CI lo-hi %)`` and the runs that decided nothing."""
+    """``held k of n (95 % CI lo-hi %)`` and the runs that decided nothing; a superseded
+    line says so first, with its digest."""
     if t["decided"]:
         lo, hi = t["ci95"]
         text = f"held {t['held']} of {t['decided']} (95 % CI {lo * 100:.0f}–{hi * 100:.0f} %)"
     else:
         text = "no run decided"
     others = ", ".join(f"{w} {n}" for w, n in sorted(t["others"].items()))
-    return text + (f"; also {others}" if others else "")
+    text += f"; also {others}" if others else ""
+    return f"superseded (digest {identity.short(t['digest'])}): {text}" if t.get("superseded") else text
 
 
-TALLY_HEAD = ["id", "scenario", "version", "claim (expect, require)", "held k of n decided runs (95 % Wilson interval)",
-              "runs"]
+TALLY_HEAD = ["id", "scenario", "version (reported)", "claim (expect, require)",
+              "held k of n decided runs (95 % Wilson interval)", "runs"]
 
 
-def tally_lines(rows: list[Row]) -> list[str]:
+def tally_cells(t: dict) -> list[str]:
+    """One line of the tally, as cells under ``TALLY_HEAD`` (documents and ``mqchaos serve``)."""
+    return [t["id"] or "-", t["scenario"], version_text(t["version"], t["reported"]), md_cell(t["claim"]) or "-",
+            tally_text(t), str(t["runs"])]
+
+
+def tally_lines(rows: list[Row], cat: Catalogue | None = None) -> list[str]:
     """The tally as a Markdown table (documents, ``mqchaos doc-table --tally``)."""
-    return md_table(TALLY_HEAD, [[t["id"] or "-", t["scenario"], t["version"] or "-", md_cell(t["claim"]) or "-",
-                                  tally_text(t), str(t["runs"])] for t in tally(rows)])
+    return md_table(TALLY_HEAD, [tally_cells(t) for t in tally(rows, cat)])
 
 
 # ---- the seed claims (issue 37: docs/seeds.md) -----------------------------------------------
@@ -184,34 +245,79 @@ def claim_seed(n: int) -> str:
 
 
 def prediction_text(expect: dict | None, require: dict | None) -> str:
-    """A prediction as the tally groups runs by it (a file's ``expect`` / ``require``)."""
+    """A prediction as a tally shows it (a file's ``expect`` / ``require``)."""
     return fmt({k: v for k, v in (("expect", expect), ("require", require)) if v})
 
 
-def claim_lines(scenarios: list[tuple[str | None, str, list[int], str | None]], rows: list[Row],
-                count: int) -> list[str]:
-    """Claim by claim (1..count), the rows whose ``claims:`` name it and the tally of their
-    published runs, per version; a claim no row asserts says so. Only the runs of the file's
-    present prediction count (``prediction_text``; None: every run): a run of an older
-    encoding did not test what the row asserts now."""
-    by_claim: dict[int, list[tuple[str | None, str]]] = {}
-    current = {}
-    for sid, name, claims, prediction in scenarios:
-        current[name] = prediction
+def figures_seen(runs: list[Row], keys) -> str:
+    """The figures ``keys`` as the runs' rows show them, where they do (R9's runs read for
+    R9r's claim: "self_healed=False in 2 of 3 runs"); empty when none shows one."""
+    out = []
+    for key in keys:
+        seen = Counter(fmt(v) for r in runs if (v := r.get(key, (r.get("measurement") or {}).get(key))) is not None)
+        out += [f"{key}={v} in {k} of {len(runs)} runs" for v, k in sorted(seen.items())]
+    return ", ".join(out)
+
+
+def _claim_parts(name: str, tallied: list[tuple[dict, list[Row]]], cat: Catalogue) -> list[str]:
+    """One asserting file's parts of a claim's line: its present test's tally per version
+    (files of one digest pooled: one test), then how many of its runs are superseded (an
+    older encoding: not counted)."""
+    label = row_id({"scenario": name}, cat) or name
+    parts, old = [], 0
+    for t, _ in tallied:
+        if t["superseded"] and t["scenario"] == name:
+            old += t["runs"]
+        elif not t["superseded"] and name in t["files"]:
+            head = t["id"] if len(t["files"]) > 1 else label
+            parts.append(f"{head} @ {version_text(t['version'], t['reported'])}: {tally_text(t)}")
+    return (parts or [f"{label}: not run yet"]) + ([f"{label}: {old} superseded run(s), not counted"] if old else [])
+
+
+def _beside_parts(names: list[str], tallied: list[tuple[dict, list[Row]]], cat: Catalogue) -> list[str]:
+    """The runs of an asserting file's present set-up under another prediction (R9's runs
+    beside R9r's claim; an older encoding of another file too): their own verdicts, never
+    counted for the claim, and the asserting file's figures where their rows show them."""
+    parts = []
+    for name in names:
+        own = cat.by_name.get(name)
+        if own is None or own.setup is None:
+            continue
+        for t, runs in tallied:
+            if t["setup"] != own.setup or name in t["files"] or (t["superseded"] and t["scenario"] in names):
+                continue
+            label = f"{t['id'] or t['scenario']} (same set-up, another prediction"
+            label += ", an older encoding)" if t["superseded"] else ")"
+            seen = figures_seen(runs, own.expect)
+            if not (t["decided"] or seen):  # not applicable, undecided: nothing of the situation
+                continue
+            parts.append(f"{label} @ {version_text(t['version'], t['reported'])}: "
+                         f"{tally_text(dict(t, superseded=False))}" + (f"; its runs show {seen}" if seen else ""))
+    return parts
+
+
+def claim_lines(claimed: list[tuple[str, list[int]]], rows: list[Row], count: int,
+                cat: Catalogue | None = None) -> list[str]:
+    """Claim by claim (1..count), the files whose ``claims:`` name it (``claimed``: by file
+    name) and the tally of their present test's published runs, per version; beside them the
+    runs of the same set-up under another prediction (R9's beside R9r's: how the situation
+    went). Only runs of a file's present digest count (``tally``): a superseded run did not
+    test what the file asserts now, and is counted apart. A claim no file asserts says so."""
+    cat = identity.catalogue() if cat is None else cat
+    by_claim: dict[int, list[str]] = {}
+    for name, claims in claimed:
         for c in claims:
-            by_claim.setdefault(c, []).append((sid, name))
-    tallies = [t for t in tally(rows) if current.get(t["scenario"]) in (None, t["claim"])]
+            by_claim.setdefault(c, []).append(name)
+    tallied = _tally(rows, cat)
     lines = []
     for n in range(1, count + 1):
-        asserting = sorted(by_claim.get(n, []), key=lambda x: catalogue_order(*x))
-        if not asserting:
+        names = sorted(by_claim.get(n, []), key=lambda x: catalogue_order(row_id({"scenario": x}, cat), x))
+        if not names:
             lines.append([str(n), claim_seed(n), "no row yet", "-"])
             continue
-        names = {name for _, name in asserting}
-        seen = [f"{t['id'] or t['scenario']} @ {t['version'] or '-'}: {tally_text(t)}"
-                for t in tallies if t["scenario"] in names]
-        lines.append([str(n), claim_seed(n), ", ".join(f"{sid or name}" for sid, name in asserting),
-                      "; ".join(seen) or "not run yet"])
+        parts = [p for name in names for p in _claim_parts(name, tallied, cat)] + _beside_parts(names, tallied, cat)
+        lines.append([str(n), claim_seed(n), ", ".join(row_id({"scenario": x}, cat) or x for x in names),
+                      "; ".join(parts)])
     return md_table(CLAIMS_HEAD, lines)
 
 
@@ -243,9 +349,11 @@ def markdown(rows: list[Row], out: Path, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def table_lines(rows: list[Row], links_from: Path | None = None) -> list[str]:
+def table_lines(rows: list[Row], links_from: Path | None = None, cat: Catalogue | None = None) -> list[str]:
     """The Markdown table of a batch; scenario names link to their reports when
-    ``links_from`` is given (the results directory), and are plain text in documents."""
+    ``links_from`` is given (the results directory), and are plain text in documents, where
+    ``cat`` (the present scenario files: harness.identity) marks a superseded run's verdict
+    and gives each row its file's present id."""
     cells = []
     versions = several_versions(rows)
     for r in rows:
@@ -254,9 +362,9 @@ def table_lines(rows: list[Row], links_from: Path | None = None) -> list[str]:
         link = f"[{name}]({relative(rep, links_from)})" if rep and links_from else name
         order = f"{r.get('ordering_violations', '-')} ({r.get('ordering') or '-'})"
         cells.append([str(x) for x in (
-            r.get("id") or "-", link, r.get("attempted", "-"), r.get("confirmed", "-"), r.get("lost", "-"),
+            row_id(r, cat) or "-", link, r.get("attempted", "-"), r.get("confirmed", "-"), r.get("lost", "-"),
             r.get("duplicated", "-"), order, fmt(r.get("unavailable_s")), fmt(r.get("measurement")),
-            fmt(r.get("expect")), verdict_text(r), md_cell(r.get("decided_by") or r.get("reason")),
+            fmt(r.get("expect")), shown_verdict(r, cat), md_cell(r.get("decided_by") or r.get("reason")),
             r.get("seconds"))])
     return md_table(MD_HEAD, cells)
 
@@ -344,10 +452,11 @@ INDEX_LEGEND = ("attempted / confirmed: messages the producers sent / the broker
 
 
 def index_html(rows: list[Row], out: Path, title: str, started: bool = False,
-               tallied: list[dict] | None = None) -> str:
+               tallied: list[dict] | None = None, cat: Catalogue | None = None) -> str:
     """A page of runs, one row each: its verdict, a link to its report; with ``started`` a
     column for when it began (the store's page); with ``tallied`` (``tally``) each scenario
-    and version's verdicts over those runs, above them."""
+    and version's verdicts over those runs, above them; with ``cat`` (harness.identity) a
+    superseded run's verdict marked as such."""
     items = []
     versions = several_versions(rows) or started
     for r in rows:
@@ -356,14 +465,13 @@ def index_html(rows: list[Row], out: Path, title: str, started: bool = False,
         rep = r.get("report")
         link = os.path.relpath(Path(rep).with_name(store.REPORT_HTML), out) if rep else None
         name = with_version(r, r["scenario"]) if versions else r.get("scenario")
-        cells = [r.get("id") or "-", name, verdict_text(r), r.get("attempted", "-"), r.get("confirmed", "-"),
+        cells = [row_id(r, cat) or "-", name, shown_verdict(r, cat), r.get("attempted", "-"), r.get("confirmed", "-"),
                  r.get("lost", "-"), r.get("duplicated", "-"), fmt(r.get("unavailable_s")),
                  fmt(r.get("measurement")), fmt(r.get("expect")), fmt(r.get("seconds"))]
         items.append({"cls": cls, "link": link, "cells": cells + ([r.get("started") or "-"] if started else [])})
     held = sum(1 for i in items if i["cls"] == "held")
     failed = sum(1 for i in items if i["cls"] == "failed")
-    tally_rows = [[t["id"] or "-", t["scenario"], t["version"] or "-", tally_text(t), t["runs"]]
-                  for t in tallied or []]
+    tally_rows = [tally_cells(t) for t in tallied or []]
     return TEMPLATES.get_template("index.html.j2").render(
         title=title, head=INDEX_HEAD + (["started (UTC)"] if started else []), rows=items, legend=INDEX_LEGEND,
         tally_head=TALLY_HEAD, tally=tally_rows,

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from checkers.spark import session
-from harness import brokers, judge, observe, rows, store
+from harness import brokers, identity, judge, observe, rows, store
 from harness.brokers.protocol import SaysWhole
 from harness.clients.base import Worker
 from harness.context import RunContext
@@ -451,7 +451,7 @@ def crash_timers(consumers: list[Worker], crashes) -> list[threading.Timer]:
 def new_record(sc: Scenario, clock: RunClock) -> RunRecord:
     """run.json as a run starts (harness.store.RunRecord)."""
     return {"scenario": sc.name, "id": sc.id, "broker": sc.broker, "seed": sc.seed,
-            "ordering": sc.ordering, "params": sc.model_dump(mode="json"),
+            "ordering": sc.ordering, "params": sc.model_dump(mode="json"), "digest": identity.digest(sc),
             # the version asked for and where from (the nodes' own: "brokers")
             "version": {"version": sc.version, "from": sc.version_source},
             "history_version": HISTORY_VERSION,

@@ -162,6 +162,7 @@ class RunRecord(TypedDict, total=False):
     seed: int
     ordering: str
     params: dict                # the scenario as run (harness.scenario.parse_recorded reads it)
+    digest: str                 # what the run tested (harness.identity.digest of the scenario as run)
     version: dict               # {"version": asked for, "from": where the choice came from}
     history_version: int        # docs/history.md
     started_at: str

@@ -5,14 +5,20 @@ import pytest
 
 from harness import compare as C
 from harness import rows as R
+from harness.identity import Catalogue, Entry
 
 C21 = {"name": "C-x", "id": "C1", "description": "d", "claims": [21], "sides": {"fast": "A", "slow": "B"},
        "figure": ["lost", "failed"], "expect": "fast < slow"}
 
 
-def _row(sid, lost, failed, version="3.10", decided=True, run=None):
+# the sides' files as the catalogue has them now (harness.identity): A-x tests "dA", B-x "dB"
+CAT = Catalogue([Entry("A-x", "A", "dA"), Entry("B-x", "B", "dB")])
+
+
+def _row(sid, lost, failed, version="3.10", decided=True, run=None, digest=None):
     return {"id": sid, "scenario": f"{sid}-x", "version": version, "lost": lost, "failed": failed,
-            "prediction": True if decided else None, "run": run or f"{sid}/{lost}-{failed}", "measurement": {}}
+            "prediction": True if decided else None, "run": run or f"{sid}/{lost}-{failed}", "measurement": {},
+            "digest": digest or f"d{sid}"}
 
 
 def test_pairs_are_taken_per_batch_and_version_in_run_order_and_judged_on_the_summed_figure():
@@ -20,19 +26,31 @@ def test_pairs_are_taken_per_batch_and_version_in_run_order_and_judged_on_the_su
     batches = [("b1", [_row("A", 10, 5), _row("B", 0, 40), _row("A", 30, 20), _row("B", 0, 45),
                        _row("A", 1, 1, version="4.0")]),  # no B at 4.0: no pair
                ("b2", [_row("A", 50, 0), _row("B", 0, 20, decided=False), _row("B", 0, 10)])]
-    got = C.pairs(c, batches)
+    got = C.pairs(c, batches, CAT)
     # by hand: b1 3.10: (15 vs 40) held, (50 vs 45) not; b2: the undecided B is skipped, (50 vs 10) not
     assert [(s["batch"], s["values"]["fast"], s["values"]["slow"], s["held"]) for s in got] == [
         ("b1", 15, 40, True), ("b1", 50, 45, False), ("b2", 50, 10, False)]
     assert got[2]["runs"] == ["A/50-0", "B/0-10"]
     rows = C.sample_rows(c, got)
-    [t] = R.tally(rows)
-    assert (t["id"], t["held"], t["decided"], t["version"]) == ("C1", 1, 3, "3.10")
+    [t] = R.tally(rows, CAT.with_entries([C.entry(c, CAT)]))
+    assert (t["id"], t["held"], t["decided"], t["version"], t["superseded"]) == ("C1", 1, 3, "3.10", False)
+
+
+def test_a_sample_of_a_sides_older_encoding_is_superseded_and_counted_apart():
+    c = C.parse(C21, "t")
+    old = [_row("A", 10, 5, run="A/old", digest="dA-before"), _row("B", 0, 40, run="B/old")]
+    got = C.pairs(c, [("b0", old), ("b1", [_row("A", 10, 5), _row("B", 0, 40)])], CAT)
+    cat = CAT.with_entries([C.entry(c, CAT)])
+    now, before = sorted(R.tally(C.sample_rows(c, got), cat), key=lambda t: t["superseded"])
+    assert (now["superseded"], now["held"], now["decided"]) == (False, 1, 1)
+    assert (before["superseded"], before["held"], before["decided"]) == (True, 1, 1)
+    assert R.tally_text(before).startswith("superseded (digest ")
+    assert [R.shown_verdict(r, cat) for r in C.sample_rows(c, got)] == ["superseded (held)", "held"]
 
 
 def test_a_factor_scales_the_left_side():
     c = C.parse(dict(C21, expect="fast * 2 < slow"), "t")
-    got = C.pairs(c, [("b", [_row("A", 10, 0), _row("B", 25, 0), _row("A", 10, 0), _row("B", 20, 0)])])
+    got = C.pairs(c, [("b", [_row("A", 10, 0), _row("B", 25, 0), _row("A", 10, 0), _row("B", 20, 0)])], CAT)
     assert [s["held"] for s in got] == [True, False]  # 20 < 25; 20 < 20 is not
     assert c.relation() == ("fast", 2.0, "<", "slow")
 
@@ -40,7 +58,7 @@ def test_a_factor_scales_the_left_side():
 def test_a_figure_a_run_did_not_measure_leaves_its_pair_undecided():
     c = C.parse(dict(C21, figure=["lost", "read_gap_max_s"]), "t")
     a = dict(_row("A", 1, 0), measurement={"read_gap_max_s": 2.5})
-    [s] = C.pairs(c, [("b", [a, _row("B", 1, 0)])])
+    [s] = C.pairs(c, [("b", [a, _row("B", 1, 0)])], CAT)
     assert s["values"] == {"fast": 3.5, "slow": None} and s["held"] is None
     assert R.verdict_word({"prediction": s["held"]}) == "undecided"
 

@@ -375,7 +375,9 @@ def test_the_command_end_to_end(fake_runs, files, tmp_path):
     assert res.exit_code == 0, res.output
     text = doc.read_text()
     copy = pub / out.resolve().name  # the committed copy the table names (the batch, not its link), runs by id
-    assert f"`mqchaos doc-table {copy} --matrix --only Q90,R90` from {copy / 'matrix.json'}; do not edit -->" in text
+    # the present scenario files are a source too: they say which runs are superseded (harness.identity)
+    assert (f"`mqchaos doc-table {copy} --matrix --only Q90,R90` from {copy / 'matrix.json'} scenarios/*.yaml; "
+            "do not edit -->") in text
     assert "/report.md" not in (copy / "matrix.json").read_text() and (copy / "summary.json").is_file()
     assert "| Q90 | Q90-quorum |" in text and "K90" not in text
     assert "](" not in text and text.endswith("<!-- /table:versions -->\ntail\n")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness import matrix as M
 from harness import rows as R
-from harness import store
+from harness import identity, store
 from harness.batch.jobs import SCENARIO_DIR, Bad, order_key, select
 from harness.expect import verdict
 from harness.results import Row
@@ -42,7 +42,8 @@ class Entry:
 def row(e: Entry) -> Row:
     base = Row(id=e.scenario.id, scenario=e.scenario.name, broker=e.scenario.broker, version=e.scenario.version,
                repeat=e.repeat, seconds=e.seconds, status=e.status, retried=bool(e.attempts),
-               earlier_attempts=e.attempts, expect=e.scenario.expect, exit=e.code)
+               earlier_attempts=e.attempts, expect=e.scenario.expect, exit=e.code,
+               **identity.stamp(e.scenario))
     s = (e.run.info.get("summary") if e.run else None) or {}  # the run's own row (harness.rows)
     if s:
         base.update(s)
@@ -56,13 +57,17 @@ def row(e: Entry) -> Row:
 def bad_row(b: Bad) -> Row:
     """The row of a file that did not load (a harness error: no broker finding), or of a
     matrix version that refused it at load time (undecided, not a harness error)."""
+    try:  # what the file tests (at its own version: a matrix version refused it)
+        stamp = identity.stamp_text(Path(b.path).read_text(encoding="utf-8"), b.path)
+    except OSError:
+        stamp = {}
     if b.scenario is None:
         return Row(scenario=b.path, id=None, repeat=0, seconds=0, status=RunStatus.INVALID_FILE, retried=False,
                    harness_error=True, reason=b.error, expect=None, exit=EXIT_UNKNOWN,
-                   valid=RunStatus.INVALID_FILE)
+                   valid=RunStatus.INVALID_FILE, **stamp)
     return Row(scenario=b.scenario, id=b.id, broker=b.broker, version=b.version, repeat=0, seconds=0,
                status=REFUSED, retried=False, harness_error=False, prediction=None, valid=None, reason=b.reason,
-               decided_by=b.reason, expect=None, exit=EXIT_UNKNOWN, file=b.path)
+               decided_by=b.reason, expect=None, exit=EXIT_UNKNOWN, file=b.path, **stamp)
 
 
 def write_outputs(rows: list[Row], invalid: list[Bad] | list[tuple[str, str]], out: Path, title: str,
@@ -97,7 +102,7 @@ def rows_from_runs(run_dirs: list[Path]) -> list[Row]:
         base = Row(id=sc.id, scenario=name, broker=sc.broker, version=sc.version, repeat=rep,
                    status=info.get("status"), exit=EXIT_UNKNOWN,
                    seconds=round(max((info.get("phases") or {"": 0}).values()), 1),
-                   retried=bool(earlier), earlier_attempts=earlier, expect=sc.expect)
+                   retried=bool(earlier), earlier_attempts=earlier, expect=sc.expect, **identity.stamp(sc))
         result = store.read_check(d)
         if info.get("status") == RunStatus.COMPLETED and result is not None:
             if "prediction" not in result:
