@@ -320,8 +320,7 @@ class Run:
         self.phase("faults")
         self.nemesis.run(sc.steps, duration=t.duration, stop=self.stop_all)  # parsed at load
         self.phase("heal")
-        if isinstance(self.cluster, SaysWhole):  # the effect window ends at "whole": say what it is
-            self.info["whole_waited_for"] = self.cluster.whole_condition()
+        self.info.update(whole_waited_for(self.cluster))  # the effect window ends at "whole": what it is
         try:
             self.nemesis.heal(wait=True, timeout=t.heal_timeout)
         except (TimeoutError, StopWaiting) as e:
@@ -459,6 +458,11 @@ def new_record(sc: Scenario, clock: RunClock) -> RunRecord:
             # the clock's origin on the wall clock: a batch's runs on one time axis
             "t0_unix": round(time.time() - clock.now(), 3),
             "status": "running", "phases": {}}
+
+
+def whole_waited_for(cluster) -> dict:
+    """run.json's ``whole_waited_for``: what the cluster's "whole" waits for, if it says."""
+    return {"whole_waited_for": cluster.whole_condition()} if isinstance(cluster, SaysWhole) else {}
 
 
 def operator_recovery(nemesis: Nemesis, timeout: float, why: str, clock: RunClock) -> dict:

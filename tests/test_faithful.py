@@ -156,7 +156,10 @@ def test_every_pinned_kafka_row_requires_its_placement():
     pinned = [sc for sc in map(load, sorted(Path("scenarios").glob("K*.yaml"))) if sc.topic.leader != "any"]
     assert len(pinned) >= 9
     for sc in pinned:
-        assert sc.require.get("leader_is_controller") is (sc.topic.leader == "controller"), sc.name
+        # on the controller: it is, or (a row whose KRaft runs have the controllers apart, issue
+        # 52) it reaches the controller however the other brokers are cut
+        placed = sc.require.get("leader_is_controller", sc.require.get("leader_reaches_controller"))
+        assert placed is (sc.topic.leader == "controller"), sc.name
 
 
 # ---- how a verdict was decided, in the tables ----------------------------------------------

@@ -6,8 +6,10 @@
 # cluster's combined nodes, a migration's ctrl1..3): the storage is formatted first;
 # --ignore-formatted leaves a formatted one alone, so only a new or wiped node is formatted
 # (with a static quorum a wiped node then rejoins as a voter with an empty log:
-# harness/brokers/kafka/kraft.py). A migrated broker (process.roles=broker) keeps the storage
-# it had on ZooKeeper, as KIP-866 has it.
+# harness/brokers/kafka/kraft.py). A KRaft broker beside dedicated controllers
+# (process.roles=broker, harness/brokers/kafka/controllers.py) is formatted too when its storage
+# has no meta.properties yet (new or wiped); a migrated broker (process.roles=broker) keeps the
+# storage it had on ZooKeeper, its meta.properties, as KIP-866 has it.
 # Kafka 4.x logs through log4j 2 (its image has log4j-core), 3.9 through reload4j: the run's
 # conf has both files, so a node upgraded in place reads the one its image needs.
 set -eu
@@ -21,7 +23,8 @@ if ls /opt/kafka/libs/log4j-core-*.jar >/dev/null 2>&1; then
 else
   LOGGING="-Dlog4j.configuration=file:/mqchaos/conf/log4j.properties"
 fi
-if [ -f /mqchaos/conf/cluster-id ] && grep -q '^process.roles=.*controller' "$PROPS"; then
+if [ -f /mqchaos/conf/cluster-id ] && { grep -q '^process.roles=.*controller' "$PROPS" ||
+    { grep -q '^process.roles=broker$' "$PROPS" && [ ! -f /var/lib/kafka/data/meta.properties ]; }; }; then
   java -Xmx256m $LOGGING -cp "$CP" kafka.tools.StorageTool format \
     --cluster-id="$(cat /mqchaos/conf/cluster-id)" --config "$PROPS" --ignore-formatted
 fi

@@ -24,6 +24,7 @@ from harness.brokers.kafka.cluster import KafkaCluster, KafkaConfig, ZooKeeperCl
 from harness.brokers.kafka.generations import GENERATIONS, ZOOKEEPER, has, pom
 from harness.brokers.kafka.kraft_cluster import KRaftCluster
 from harness.brokers.kafka.model import KafkaScenario
+from harness.brokers.kafka.nodes import is_broker
 from harness.brokers.kafka.probes import KafkaProbes
 from harness.brokers.kafka.txn import KafkaTxnProcessor, KafkaTxnProducer
 from harness.util import run as run_cmd
@@ -53,10 +54,14 @@ def mvn_command(generation: Generation, libs: Path) -> list[str]:
             f"-DoutputDirectory={libs}"]
 
 
-def placement(brokers: list[str], controller: str | None, leader: str, rf: int) -> list[str]:
+def placement(brokers: list[str], controller: str | None, leader: str, rf: int) -> list[str] | None:
     """A partition's replicas, preferred leader first: on the controller, or on a broker that
     is not (the controller then a follower whenever the replicas leave room for it: second,
-    or with ``not_controller_last`` last, after the other brokers)."""
+    or with ``not_controller_last`` last, after the other brokers). None (Kafka's own
+    placement) when the controller is a node apart from the brokers (KRaft's dedicated
+    controllers): no broker is the controller, every one reaches it apart from the others."""
+    if controller is not None and not is_broker(controller):
+        return None
     if controller not in brokers:
         raise RuntimeError(f"no controller to place the leader by (controller: {controller})")
     others = [b for b in brokers if b != controller]
@@ -141,7 +146,8 @@ class Kafka(Broker):
         t, c = ctx.sc.topic, ctx.cluster
         replicas = None
         if t.leader != "any":
-            replicas = [placement(c.brokers(), c.controller(), t.leader, t.replication_factor)] * t.partitions
+            placed = placement(c.brokers(), c.controller(), t.leader, t.replication_factor)
+            replicas = [placed] * t.partitions if placed else None
         c.create_topic(t.name, partitions=t.partitions, replication_factor=t.replication_factor,
                        config={k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in t.config.items()},
                        replicas=replicas)

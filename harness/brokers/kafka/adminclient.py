@@ -72,9 +72,15 @@ FOREIGN_RETRIES = 2  # fresh clients tried after a foreign answer, before the re
 
 
 def node_metadata(cluster, node: str, topic: str, timeout: float = 10) -> list[dict[str, Any]]:
-    """``topic``'s partitions as ``node``'s broker sees them, proven to be its answer.
-    Raises ClusterError when it did not answer in time, ForeignAnswer when another broker
-    answered each of 1 + FOREIGN_RETRIES clients. A client that strayed is dropped and the
+    """``topic``'s partitions as ``node``'s broker sees them, proven to be its answer."""
+    return partitions_of(node_answer(cluster, node, topic, timeout), topic)
+
+
+def node_answer(cluster, node: str, topic: str, timeout: float = 10) -> Any:
+    """``node``'s broker's whole metadata answer about ``topic`` (its partitions, the brokers
+    its image lists as alive), proven to be its answer. Raises ClusterError when it did not
+    answer in time, ForeignAnswer when another broker answered each of 1 + FOREIGN_RETRIES
+    clients. A client that strayed is dropped and the
     read asked again of a fresh one, which knows only ``node``'s address (the stray one would
     keep asking the broker it last used): the stray is librdkafka's, not the broker's, and a
     role resolved at fault time must not fail on it (CI, 2026-11-26: a leader kill skipped)."""
@@ -86,7 +92,7 @@ def node_metadata(cluster, node: str, topic: str, timeout: float = 10) -> list[d
             raise ClusterError(f"{node} gave no metadata for {topic}: {exc}") from exc
         who = answered_by(md, cluster.client_endpoints())
         if who == node:
-            return partitions_of(md, topic)
+            return md
         cluster.forget_node_admin(node, client)
         log.debug("metadata asked of %s answered by %s (attempt %d): discarded", node, who, attempt + 1)
     raise ForeignAnswer(f"metadata asked of {node} answered by {who or '?'} "

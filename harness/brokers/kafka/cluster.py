@@ -46,6 +46,8 @@ from harness.brokers.kafka.kraft import (LOG4J2, QUORUM_STATE, UNFENCED, active_
                                          reassign_command,
                                          reassignment, render_properties, reported_version)
 from harness.brokers.kafka import migration, whole
+from harness.brokers.kafka.controllers import ControllerNodes, Topology, controller_properties
+from harness.brokers.kafka.controllers import broker_properties as kraft_broker_properties
 from harness.brokers.kafka.nodes import (BROKERS, CONTROLLERS, INTERNAL_PORT, KAFKA_PORTS, MAX_BROKERS, ZK_NODES,
                                          ZK_PORTS, broker_id, broker_names, broker_node)
 from harness.brokers.kafka.roles import ROLES, resolve_role
@@ -105,11 +107,27 @@ class KafkaConfig(Settings):
     # seed 002's "replication factor 5, min.insync.replicas 3": kafka4, kafka5 added to the
     # compose file's three (ZooKeeper stays three)
     brokers: int = Field(3, ge=3, le=MAX_BROKERS)
+    # KRaft versions: the controller quorum on the brokers themselves (combined) or on three
+    # nodes of its own, ctrl1..3 (dedicated: harness/brokers/kafka/controllers.py); a
+    # ZooKeeper version keeps its metadata apart anyway (zk1..3) and ignores it
+    kraft_controllers: Topology = "combined"
 
     def properties(self, node: str) -> str:
         return render_properties(self.property_map(node), "harness/brokers/kafka/cluster.py")
 
     def property_map(self, node: str) -> dict[str, Any]:
+        """``node``'s server.properties: a broker's, or a dedicated controller's (ctrl1..3)."""
+        if node in CONTROLLERS:
+            return controller_properties(node, {**self.zookeeper_map(BROKERS[0]), **self.extra})
+        props = self.zookeeper_map(node)
+        if not has(self.version, ZOOKEEPER):  # KRaft: a combined broker+controller node, or a broker
+            props = (kraft_properties(props, node, broker_names(self.brokers))
+                     if self.kraft_controllers == "combined" else kraft_broker_properties(props))
+        props.update(self.extra)
+        return props
+
+    def zookeeper_map(self, node: str) -> dict[str, Any]:
+        """The broker's settings as a ZooKeeper-mode server.properties mapping (no extra keys)."""
         bid = broker_id(node)
         port = KAFKA_PORTS[node]
         props = {
@@ -138,9 +156,6 @@ class KafkaConfig(Settings):
             "num.network.threads": 2,
             "num.io.threads": 4,
         }
-        if not has(self.version, ZOOKEEPER):  # KRaft: a combined broker+controller node
-            props = kraft_properties(props, node, broker_names(self.brokers))
-        props.update(self.extra)
         return props
 
 
@@ -604,7 +619,7 @@ class KafkaCluster(ComposeCluster):
 MIGRATION_FILE = "migration.json"  # the migration's phase begun last (a dead run's heal reads it)
 
 
-class ZooKeeperCluster(KafkaCluster):
+class ZooKeeperCluster(ControllerNodes, KafkaCluster):
     """Kafka 3.9 with a ZooKeeper ensemble (zk1..3): the metadata read from ZooKeeper, until a
     migration to KRaft (``migrate``, KIP-866) moves it to dedicated controllers (ctrl1..3):
     from then on each reader takes it where the phase reached keeps it (``migration``)."""
@@ -639,22 +654,6 @@ class ZooKeeperCluster(KafkaCluster):
         """The dedicated controllers, once a migration has added them."""
         return list(CONTROLLERS) if self._past("controllers") else []
 
-    def overrides(self) -> list[Path]:
-        # the controllers' services right after the size override: the later overrides (an
-        # upgraded node's image, the CPU weight) apply to them too; placed last, their copied
-        # image line would undo an upgrade of theirs (U4c's first run)
-        size, *rest = super().overrides()
-        return [size, self.controllers_override(), *rest]
-
-    def controllers_override(self) -> Path:
-        return self.state_dir / "controllers.override.yml"
-
-    def _write_controllers_override(self) -> None:
-        """ctrl1..3 as copies of the compose file's kafka3, no published port (only the
-        cluster's nodes talk to a controller)."""
-        self._write_copies(self.controllers_override(), "a migration's KRaft controllers",
-                           {node: (30 + i, None) for i, node in enumerate(CONTROLLERS, 1)})
-
     def controller_leader(self) -> str | None:
         """A migration's active controller, if a majority of ctrl1..3's own views name it
         (None: no controllers yet, or no leader they agree on)."""
@@ -682,7 +681,7 @@ class ZooKeeperCluster(KafkaCluster):
         timeout = float(params.get("rejoin_timeout", 180))
         if phase == "controllers":
             cid = migration.zk_cluster_id(self.zk_get_json("/cluster/id"))
-            self._write_controllers_override()
+            self.write_controllers_override("a migration's KRaft controllers")
             (self.state_dir / MIGRATION_FILE).write_text(json.dumps({"phase": phase}))
             (self.conf_dir() / "cluster-id").write_text(cid + "\n")
             for node in CONTROLLERS:
@@ -749,9 +748,8 @@ class ZooKeeperCluster(KafkaCluster):
         return {} if self.features_reason() else super().features()
 
     def down(self) -> None:
-        super().down()
+        super().down()  # the controllers' override too (ControllerNodes)
         (self.state_dir / MIGRATION_FILE).unlink(missing_ok=True)
-        self.controllers_override().unlink(missing_ok=True)
 
     def zk_nodes(self) -> list[str]:
         return list(ZK_NODES)

@@ -104,11 +104,11 @@ def quorum_status(text: str) -> dict[str, Any]:
 
     def ids(key: str) -> list[str]:
         try:
-            return sorted(f"kafka{v['id']}" for v in json.loads(fields.get(key) or "[]"))
+            return sorted(broker_node(int(v["id"])) for v in json.loads(fields.get(key) or "[]"))
         except (ValueError, TypeError, KeyError):
-            return sorted(f"kafka{i}" for i in re.findall(r"\bid\b\D*(\d+)", fields.get(key) or ""))
+            return sorted(broker_node(int(i)) for i in re.findall(r"\bid\b\D*(\d+)", fields.get(key) or ""))
     leader = int(fields["LeaderId"])
-    return {"leader": f"kafka{leader}" if leader >= 0 else None, "epoch": int(fields.get("LeaderEpoch", -1)),
+    return {"leader": broker_node(leader), "epoch": int(fields.get("LeaderEpoch", -1)),
             "high_watermark": int(fields.get("HighWatermark", -1)), "voters": ids("CurrentVoters"),
             "observers": ids("CurrentObservers")}
 
@@ -117,7 +117,7 @@ def voter_directories(text: str) -> dict[str, str]:
     """``describe --status``'s CurrentVoters: each voter's metadata directory id (KIP-853)."""
     m = re.search(r"^CurrentVoters:\s*(\[.*\])\s*$", text, re.M)
     try:
-        return {f"kafka{v['id']}": v["directoryId"] for v in json.loads(m.group(1))
+        return {broker_node(int(v["id"])): v["directoryId"] for v in json.loads(m.group(1))
                 if isinstance(v, dict) and v.get("directoryId")} if m else {}
     except (ValueError, TypeError, KeyError):
         return {}

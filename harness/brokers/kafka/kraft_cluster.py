@@ -1,5 +1,7 @@
 """Kafka in KRaft mode (3.9-kraft, 4.1): kafka1..3, each a broker and a controller voter
-(compose/kafka-kraft.yml), no ZooKeeper. docs/generations-research.md, part A, has the sources.
+(compose/kafka-kraft.yml), no ZooKeeper; or, with ``cluster.kraft_controllers: dedicated``,
+brokers only, beside three controllers of their own, ctrl1..3 (``controllers``).
+docs/generations-research.md, part A, has the sources.
 
 Where the metadata is read from, since there is no ZooKeeper:
 
@@ -14,6 +16,9 @@ Where the metadata is read from, since there is no ZooKeeper:
   epoch (``kraft.quorum_leader``); without one the cluster's view is unknown (None, no guess).
   Every broker's own view is read beside it (``node_views``); no leader epoch there (None);
 - registered brokers: the metadata's broker list (unfenced brokers);
+- with dedicated controllers, the voters are ctrl1..3 and no broker replays the controller's
+  log as its leader: the cluster's view is the one the brokers agree on
+  (``controllers.agreed_view``, ``view_from: brokers``);
 - a partition's ELR (4.1): kafka-topics, a JVM start, so read rarely and in the background
   (``ElrReader``).
 """
@@ -24,25 +29,34 @@ import time
 from typing import Any
 
 from harness.brokers.protocol import QUORUM, ClusterError, Role
-from harness.brokers.kafka.cluster import INTERNAL_PORT, ZK_NODES, KafkaCluster
-from harness.brokers.kafka.nodes import broker_id
+from harness.brokers.kafka import adminclient, migration
+from harness.brokers.kafka.adminclient import partitions_of
+from harness.brokers.kafka.cluster import INTERNAL_PORT, ZK_NODES, KafkaCluster, KafkaConfig
+from harness.brokers.kafka.controllers import ControllerNodes, agreed_view
+from harness.brokers.kafka.nodes import CONTROLLERS, broker_node, node_id
 from harness.brokers.kafka.generations import ELR, has
 from harness.brokers.kafka.kraft import (CONTROLLER_PORT, active_controller, controller_command,
                                          parse_elr, quorum_leader,
                                          quorum_status, quorum_status_command, topic_describe_command,
                                          voter_directories)
+from harness.util import wait_until
 
 NO_ZOOKEEPER = ("Kafka in KRaft mode (3.9-kraft, 4.1) has no ZooKeeper: cut a node from the controllers with "
                 "params: {ports: controller}")
 
 
-class KRaftCluster(KafkaCluster):
+# view_source's answer with dedicated controllers: the view the brokers agree on
+BROKERS_VIEW = "brokers"
+
+
+class KRaftCluster(ControllerNodes, KafkaCluster):
     compose_file = "kafka-kraft.yml"
     zookeeper = False
     quorum_what = "a controller quorum leader"
     roles = {**KafkaCluster.roles,
              "controller": Role("controller", "the active controller (the KRaft quorum's leader)"),
-             "voters": Role("voters", "the controller quorum's voters (every node: combined broker+controller)")}
+             "voters": Role("voters", "the controller quorum's voters (every node in combined mode; ctrl1..3 "
+                                      "with kraft_controllers: dedicated)")}
     absent_targets = {name: NO_ZOOKEEPER for name in ("zk", *ZK_NODES)}
     # the CONTROLLER listener carries the raft quorum and the brokers' heartbeats and
     # metadata fetches; cutting it alone leaves replication (internal) up
@@ -51,11 +65,12 @@ class KRaftCluster(KafkaCluster):
     def __init__(self, project: str | None = None, version: str | None = None) -> None:
         super().__init__(project, version)
         self._elr = ElrReader(self)
+        self._alive: dict[str, list[str]] = {}  # node -> the brokers its last answer listed as alive
 
     # ---- the controllers as members (issue 39, KIP-853) ----------------------------------
     def _status(self) -> str:
         """``describe --status`` asked of a running node's controller listener."""
-        for node in (n for n in self.brokers() if self.running(n)):
+        for node in (n for n in self.voters() if self.running(n)):
             rc, out = self.exec(node, quorum_status_command(node), check=False, timeout=120)
             if rc == 0 and "CurrentVoters" in out:
                 return out
@@ -71,32 +86,49 @@ class KRaftCluster(KafkaCluster):
         own configuration (what the tool needs to find its metadata directory)."""
         if subject != QUORUM:
             return super().change_member(op, node, subject)
-        other = next((n for n in self.brokers() if n != node and self.running(n)), None)
+        other = next((n for n in self.voters() if n != node and self.running(n)), None)
         if other is None:
             raise ClusterError("no other running node to change the controllers through")
         if op == "remove":
             directory = voter_directories(self._status()).get(node)
             if not directory:
                 raise ClusterError(f"{node} is no voter with a directory id (a static quorum?)")
-            self.exec(other, controller_command(other, "remove-controller", "--controller-id", str(broker_id(node)),
+            self.exec(other, controller_command(other, "remove-controller", "--controller-id", str(node_id(node)),
                                                 "--controller-directory-id", directory), timeout=120)
         else:
             self.exec(node, controller_command(other, "--command-config", f"/mqchaos/conf/{node}.properties",
                                                "add-controller"), timeout=120)
 
     def nodes(self) -> list[str]:
-        return self.brokers()
+        return self.controllers() + self.brokers()  # the controllers first: the brokers register with them
+
+    def controllers(self) -> list[str]:
+        """The dedicated controllers, if the cluster was brought up with them (their compose
+        override is the record a dead run's heal reads)."""
+        return list(CONTROLLERS) if self.controllers_override().exists() else []
 
     def voters(self) -> list[str]:
-        """A static quorum (controller.quorum.voters): every node, whatever its state."""
-        return self.brokers()
+        """A static quorum (controller.quorum.voters), whatever each voter's state: every node
+        in combined mode, else the dedicated controllers."""
+        return self.controllers() or self.brokers()
+
+    def write_config(self, config: KafkaConfig) -> None:
+        """The brokers' files, and with ``kraft_controllers: dedicated`` the controllers' and
+        their compose override (else none: a combined cluster)."""
+        super().write_config(config)
+        if config.kraft_controllers != "dedicated":
+            self.controllers_override().unlink(missing_ok=True)
+            return
+        self.write_controllers_override("a KRaft cluster's dedicated controllers")
+        for node in CONTROLLERS:
+            (self.conf_dir() / f"{node}.properties").write_text(config.properties(node))
 
     def role_nodes(self, name: str) -> list[str]:
         return self.voters() if name == "voters" else super().role_nodes(name)
 
     # ---- the quorum, from each node's own view -----------------------------------------
     def quorum_views(self) -> dict[str, dict | None]:
-        return self.quorum_views_of(self.brokers())
+        return self.quorum_views_of(self.voters())
 
     def quorum(self) -> bool:
         return quorum_leader(self.quorum_views(), self.voters()) is not None
@@ -112,7 +144,21 @@ class KRaftCluster(KafkaCluster):
         voters' own views name at its epoch (None when none does: mid-election, or most nodes
         unreadable); and the active controller with its epoch, from the same reading."""
         views = self.quorum_views()
+        if self.controllers():  # no broker is the controller: the brokers' agreed view
+            return (BROKERS_VIEW, *active_controller(views))
         return (quorum_leader(views, self.voters()), *active_controller(views))
+
+    def view_partitions(self, source: str | None, topic: str, views: dict[str, list[dict]]) -> list[dict] | None:
+        if source != BROKERS_VIEW:
+            return super().view_partitions(source, topic, views)
+        agreed = agreed_view(views, {n: self._alive.get(n) for n in views})
+        return agreed[1] if agreed else None
+
+    def node_metadata(self, node: str, topic: str, timeout: float = 10) -> list[dict[str, Any]]:
+        """``node``'s own view, and the brokers its image lists as alive (``agreed_view``)."""
+        md = adminclient.node_answer(self, node, topic, timeout)
+        self._alive[node] = sorted(n for b in md.brokers if (n := broker_node(b)))
+        return partitions_of(md, topic)
 
     # ---- the brokers' metadata ---------------------------------------------------------
     def registered_brokers(self) -> list[str]:
@@ -124,6 +170,12 @@ class KRaftCluster(KafkaCluster):
         Raises ClusterError when no controller is known or its broker gave no proven answer:
         callers that wait (wait_until) retry, a role resolved at fault time fails."""
         node = self.view_source()[0]
+        if node == BROKERS_VIEW:
+            views, errors = self.node_views(topic, 10)
+            parts = self.view_partitions(node, topic, views)
+            if parts is None:
+                raise ClusterError(f"no view of {topic} the brokers agree on (unanswered: {errors or 'none'})")
+            return [{**p, "leader_epoch": None} for p in parts]
         if node is None:
             raise ClusterError(f"no active controller a majority of the voters agree on: {topic}'s "
                                "leader and ISR are unknown")
@@ -135,6 +187,19 @@ class KRaftCluster(KafkaCluster):
         so the broker's own log since its start must say it was unfenced. A registration
         refused as a duplicate meanwhile is retried by the broker itself."""
         return self.unfenced_since_start(node)
+
+    def wait_rejoined(self, node: str, timeout: float) -> None:
+        """A dedicated controller: started, told who leads (or leading), and a quorum serves."""
+        if node not in self.controllers():
+            return super().wait_rejoined(node, timeout)
+        wait_until(lambda: self._controller_back(node), timeout, f"{node} back in the controllers' quorum", 1.0)
+
+    def _controller_back(self, node: str) -> bool:
+        if not self.running(node) or self.paused(node):
+            return False
+        log = self.since_start(node)
+        return (migration.CONTROLLER_STARTED in log and bool(migration.CONTROLLER_JOINED.search(log))
+                and self.quorum())
 
     def elr(self, topic: str, partition: int, below_min_isr: bool) -> tuple[list[str] | None, float | None]:
         """Read again (in the background, when the last read is old enough) while the ELR can

@@ -22,7 +22,7 @@ MEASUREMENTS = {"isr_min", "isr_below_2_s", "isr_shrink_s", "leaders_seen", "lea
                 "log_truncations", "isr_below_min_s", "leader_is_controller", "ack_latency_max_s",
                 "ack_latency_after_isr_shrink_max_s", "isr_shrink_lag_s", "isr_rejoined",
                 "first_controller_at_end", "first_controller_ordinary_at_end", "new_leaders_on_controller", "first_leader_isr_min",
-                "split_brain_s", "split_brain_brokers", "catch_up_s"}
+                "split_brain_s", "split_brain_brokers", "catch_up_s", "leader_reaches_controller"}
 
 
 def metadata_reason(mode: str, why: str | None) -> str:

@@ -45,3 +45,17 @@ def broker_node(bid: int | str | None) -> str | None:
     if int(bid) > CONTROLLER_ID_BASE:
         return f"ctrl{int(bid) - CONTROLLER_ID_BASE}"
     return f"kafka{int(bid)}"
+
+
+def is_broker(node: str | None) -> bool:
+    """Is ``node`` a broker (not ZooKeeper's, not a dedicated controller)?"""
+    try:
+        broker_id(node or "")
+    except ValueError:
+        return False
+    return True
+
+
+def node_id(node: str) -> int:
+    """A broker's broker id, a dedicated controller's node id (KRaft's ``node.id``)."""
+    return controller_id(node) if node in CONTROLLERS else broker_id(node)

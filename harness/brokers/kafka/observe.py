@@ -8,6 +8,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
+from harness.brokers.kafka.nodes import is_broker
 from harness.measures import ack_latency_max, changes, duration, timeline
 
 
@@ -123,6 +124,11 @@ def partition_measures(samples: list[dict], fault_start: float | None, min_isr: 
         last = before[-1]
         m["leader_is_controller"] = (last["leader"] == last.get("controller")
                                      if last["leader"] and last.get("controller") else None)
+        # K5a/K8b/K14e's premise (issue 52): a leader cut from the other brokers alone still
+        # reaches the controller: it is the controller, or the controller is a node apart from
+        # the brokers (KRaft's dedicated controllers; ZooKeeper mode's controller is a broker)
+        m["leader_reaches_controller"] = (m["leader_is_controller"] or not is_broker(last.get("controller"))
+                                          if m["leader_is_controller"] is not None else None)
     return m
 
 
