@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession, functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F, types as T
 
 from checkers import schema as S
 from harness import store
@@ -145,12 +145,21 @@ def _respell(uri: str) -> str:
     return re.sub(r"^file:///", "file:/", uri)
 
 
+def copy_schema(kind: str) -> T.StructType:
+    """The Parquet copy's columns: the history's and each record's place in the JSONL (`_pos`),
+    which the copy, bucketed and sorted by msg_id, no longer keeps by its order: a message's
+    writer is its first record, a reader's reads at one `t` come in the order it wrote them."""
+    s = S.COPY[kind]
+    return s if S.POS in s.fieldNames() else T.StructType(s.fields + [T.StructField(S.POS, S.POS_TYPE)])
+
+
 def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
     """All runs' records of one kind, with `run` (id) and `_bad` (malformed line).
 
     Runs read from JSONL and runs read from their Parquet copy can be mixed:
     each part is named by its files before the union. Produce records also
-    carry `_pos` (their place in the JSONL) when the copy kept it, else null."""
+    carry `_pos` (their place in the JSONL) when the copy kept it, else null;
+    consume records always do (null only from a copy written before it kept it)."""
     schema, required = S.KINDS[kind]
     copied = (lambda r: r.parquet_malformed is not None and kind in S.COPY)  # the replica logs have no copy
     json_files = [f for r in runs if not copied(r) for f in r.files(kind)]
@@ -167,11 +176,15 @@ def load(spark: SparkSession, runs: list[Run], kind: str) -> DataFrame | None:
             outcomes = ", ".join(f"'{o}'" for o in (*S.OUTCOMES, S.INVOKE))
             bad += [f"NOT outcome IN ({outcomes})", f"(t_complete IS NULL AND outcome != '{S.INVOKE}')"]
             extra = [f"CAST(NULL AS {S.POS_TYPE.simpleString()}) AS `{S.POS}`"]
+        elif kind == "consume":
+            # a reader's reads at one `t` are in the order it wrote them (checkers.logs): taken
+            # at the scan, where Spark's partitions of one file follow the file
+            extra = [f"named_struct('file', _metadata.file_name, 'row', monotonically_increasing_id()) AS `{S.POS}`"]
         # as SQL text: a few py4j calls where Column objects took hundreds
         df = df.selectExpr("*", f"coalesce({' OR '.join(bad)}, true) AS `_bad`", *extra).drop(S.CORRUPT)
         parts.append(df)
     if pq_files:
-        df = spark.read.schema(S.COPY[kind]).parquet(*pq_files)
+        df = spark.read.schema(copy_schema(kind)).parquet(*pq_files)
         parts.append(df.withColumn("_bad", F.lit(False)))
     if not parts:
         return None
@@ -205,7 +218,7 @@ def bucketed(spark: SparkSession, runs: dict[int, Run]):
                     frames.append(None)
                     continue
                 name = f"mqchaos_{kind}_{uuid.uuid4().hex}"
-                cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in S.COPY[kind])
+                cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in copy_schema(kind))
                 location = run.files(kind)[0].replace("'", "\\'")
                 spark.sql(f"CREATE TABLE {name} ({cols}) USING parquet CLUSTERED BY (msg_id) "
                           f"SORTED BY (msg_id) INTO {run.buckets} BUCKETS LOCATION '{location}'")
@@ -266,11 +279,11 @@ def write_copy(spark: SparkSession, frames: dict[str, DataFrame], out: str, malf
     buckets = buckets_for(attempts)
     shutil.rmtree(out, ignore_errors=True)
     for kind, df in frames.items():
-        if kind == "produce" and S.POS not in df.columns:
+        if S.POS not in df.columns:
             df = df.withColumn(S.POS, F.lit(None).cast(S.POS_TYPE))
         name = f"mqchaos_copy_{kind}_{uuid.uuid4().hex}"
         try:
-            (df.select(*[f.name for f in S.COPY[kind]]).repartition(buckets, "msg_id")
+            (df.select(*copy_schema(kind).fieldNames()).repartition(buckets, "msg_id")
              .write.format("parquet").bucketBy(buckets, "msg_id").sortBy("msg_id")
              .option("path", f"{out}/{kind}").saveAsTable(name))
         finally:

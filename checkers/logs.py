@@ -38,6 +38,14 @@ positions; here they are Spark SQL over the same histories, in the same job as i
                         across nodes: a node's own log is read from its files, not through
                         a consumer)
 
+A reader's reads are taken in the order it wrote them: by ``t``, then by their place in its
+history file (``_pos``: checkers.history), never by offset, so a batch read 0, 1, 3, 2 at one
+``t`` shows its skip and its step back. A read without an offset (the broker did not say where
+it read) still reads its message: the message is not lost and not a never-read write; it holds
+no position (no rank, no bound, not in ``read_offsets``), and the reader's step across it is
+not judged a skip (it may have read the very position stepped over), while a step back across
+it is (the positions on either side show one whatever it held).
+
 Where the history has no write positions (RabbitMQ confirms carry none), ``lost_writes``,
 ``unseen`` and the split are None: unknown, never zero. A message's identity in a position
 comparison is its 64-bit hash (xxhash64 of msg_id: fixed-width aggregation buffers, as in
@@ -55,6 +63,8 @@ _BAD = "`_bad`"
 WRITE = f"NOT {_BAD} AND outcome = 'ok' AND source IS NOT NULL AND `offset` IS NOT NULL"
 # a delivery (not one handed back); with its position where the broker gives one
 READ = f"NOT {_BAD} AND NOT {REJECTED}"
+# a reader's order: when it read, then where it wrote the line (offset: a copy without `_pos`)
+READER_ORDER = "t, `_pos`, `offset`"
 POSITIONED = "source IS NOT NULL AND `offset` IS NOT NULL"
 ASSIGNED = "coalesce(assigned, true)"  # the harness's readers assign; a reader says if it subscribed
 
@@ -69,11 +79,12 @@ NEED_REPLICAS = ("replica_records", "lost_on_node")  # None for a run without re
 
 
 def _positions(produce: DataFrame, consume: DataFrame) -> DataFrame:
-    """One row per acknowledged positioned write (w = 0) and per positioned delivery (w = 1):
-    a queue's history (no positions) costs a filtered scan, no shuffle. A log's reads are
-    all positioned, so "never read" below is "never read at any position"."""
+    """One row per acknowledged positioned write (w = 0) and per delivery (w = 1). A delivery
+    without a position counts too: "never read" below is never read at all, by identity (a
+    read the broker gave no offset for is no lost write); the position checks filter on
+    POSITIONED."""
     return sql(f"SELECT run, msg_id, source, `offset`, 0 AS w FROM {{produce}} WHERE {WRITE} "
-               f"UNION ALL SELECT run, msg_id, source, `offset`, 1 AS w FROM {{consume}} WHERE {READ} AND {POSITIONED}",
+               f"UNION ALL SELECT run, msg_id, source, `offset`, 1 AS w FROM {{consume}} WHERE {READ}",
                produce=produce, consume=consume)
 
 
@@ -129,16 +140,19 @@ def messages_query(pos: DataFrame) -> Query:
 
 
 def polls_query(pos: DataFrame, consume: DataFrame, per_offset: DataFrame) -> Query:
-    """Each reader's successive reads on one source, in the order it read them: a step back
-    (nonmonotonic) or a step over a known position (skip: the positions' ranks, over every
-    position a write or a read is known to hold, differ by more than one)."""
+    """Each reader's successive reads on one source, in the order it read them (READER_ORDER):
+    a step back (nonmonotonic: at or below its previous positioned read) or a step over a
+    known position (skip: the positions' ranks, over every position a write or a read is known
+    to hold, differ by more than one; not judged next to a read without an offset)."""
     ranks = sql("SELECT run, source, `offset`, row_number() OVER (PARTITION BY run, source ORDER BY `offset`) AS k "
                 "FROM {o}", o=per_offset)
-    reads = sql(f"SELECT run, consumer, source, `offset`, t, {ASSIGNED} AS assigned FROM {{c}} "
-                f"WHERE {READ} AND {POSITIONED}", c=consume)
-    steps = sql("SELECT *, lag(`offset`) OVER w AS prev, lag(k) OVER w AS pk FROM "
-                "(SELECT r.*, k FROM {r} r JOIN {k} USING (run, source, `offset`)) "
-                "WINDOW w AS (PARTITION BY run, consumer, source ORDER BY t, `offset`)", r=reads, k=ranks)
+    reads = sql(f"SELECT run, consumer, source, `offset`, t, `_pos`, {ASSIGNED} AS assigned FROM {{c}} "
+                f"WHERE {READ} AND source IS NOT NULL", c=consume)
+    # k is null for a read without an offset: lag(k) then leaves the next step unjudged
+    lane = f"PARTITION BY run, consumer, source ORDER BY {READER_ORDER}"
+    steps = sql(f"SELECT *, last(`offset`, true) OVER ({lane} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) "
+                f"AS prev, lag(k) OVER ({lane}) AS pk FROM "
+                "(SELECT r.*, k FROM {r} r LEFT JOIN {k} USING (run, source, `offset`))", r=reads, k=ranks)
     label = "concat(consumer, ' ', source, ' ', CAST(prev AS STRING), '->', CAST(`offset` AS STRING))"
     back, skip = "prev IS NOT NULL AND `offset` <= prev", "pk IS NOT NULL AND k - pk > 1"
     text = (f"SELECT run, sum({_int(f'{back} AND assigned')}) AS nm, sum({_int(f'{back} AND NOT assigned')}) AS nms, "

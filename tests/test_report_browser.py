@@ -157,3 +157,120 @@ def test_pictures_of_a_damaged_run_leave_the_bad_lines_out(tmp_path):
         {"t": "bad", "nodes": {"a": "running"}}, {"t": 1, "nodes": {"a": "running"}}, {"t": 2, "nodes": {"a": "stopped"}})))
     drawn = plots.draw_all(tmp_path, {"samples": {"lost": ["c"]}, "lost": 1}, {})
     assert [p.name for p in drawn] == ["publishes.png", "rates.png", "broker-state.png"]
+
+
+# ---- `mqchaos serve`'s tally: each cell under its header ----------------------------------------
+
+def _tallied_store(root: Path) -> None:
+    """Three runs of one claim (held, held, did not hold) below the results root."""
+    for i, held in enumerate((True, True, False)):
+        d = synth.write_run(root / "Z-align" / f"2026-11-23T10-0{i}-00.000Z", [], [],
+                            meta={"scenario": "Z-align", "id": "Z1", "status": "completed",
+                                  "params": {"expect": {"lost": 0}}})
+        store.write_check(d, {"valid": held, "ok": 10, "attempted": 10, "lost": 0 if held else 2, "duplicated": 0,
+                              "unavailable_s": 0, "prediction": {"held": held, "checks": [{"key": "lost"}]}})
+
+
+def _column(head: list[str], start: str) -> int:
+    (i,) = [i for i, h in enumerate(head) if h.startswith(start)]
+    return i
+
+
+def _assert_tally_aligned(head: list[str], lines: list[list[str]]) -> None:
+    """Every line has a cell per header, and each cell holds what its header names."""
+    assert lines and all(len(cells) == len(head) for cells in lines), (head, lines)
+    (cells,) = lines
+    assert cells[_column(head, "id")] == "Z1" and cells[_column(head, "scenario")] == "Z-align"
+    assert cells[_column(head, "version")] == "-"
+    assert "lost=0" in cells[_column(head, "claim (expect, require)")]
+    assert "held 2 of 3 (95 % CI" in cells[_column(head, "held k of n")]
+    assert cells[_column(head, "runs")] == "3"
+
+
+def _tables(html: str) -> list[list[list[str]]]:
+    """Each table of a page as its rows of cell texts (th and td alike)."""
+    from html.parser import HTMLParser
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tables, self.cell = [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table":
+                self.tables.append([])
+            elif tag == "tr":
+                self.tables[-1].append([])
+            elif tag in ("td", "th"):
+                self.cell = ""
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th") and self.cell is not None:
+                self.tables[-1][-1].append(self.cell.strip())
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell += data
+
+    p = Cells()
+    p.feed(html)
+    return p.tables
+
+
+def test_the_served_tally_has_a_cell_under_each_header(tmp_path):
+    """The store page's "per scenario and version" table: as many cells as headers, the claim
+    under "claim (expect, require)", held k of n under its own header, the run count under
+    "runs" (no browser needed)."""
+    from harness import browse
+
+    root = tmp_path / "results"
+    _tallied_store(root)
+    (head, *lines) = next(t for t in _tables(browse.write_index(root).read_text())
+                          if "claim (expect, require)" in t[0])
+    _assert_tally_aligned(head, lines)
+
+
+def test_the_served_tally_in_a_browser(tmp_path, monkeypatch):
+    """`mqchaos serve` on a free port, its page in headless Chromium: each tally cell read by
+    its header's column index."""
+    import http.server
+    import socket
+    import threading
+    import urllib.request
+
+    from playwright.sync_api import sync_playwright
+
+    from harness import browse
+    from harness.util import wait_until
+
+    assert Path(CHROMIUM).exists(), "chromium is not installed (make browser installs Debian's package)"
+    root = tmp_path / "results"
+    _tallied_store(root)
+    servers = []
+
+    class Kept(http.server.ThreadingHTTPServer):  # kept, to be shut down at the end
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            servers.append(self)
+
+    monkeypatch.setattr(browse.http.server, "ThreadingHTTPServer", Kept)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    threading.Thread(target=browse.serve, args=(root, port), daemon=True).start()
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait_until(lambda: servers and urllib.request.urlopen(url, timeout=2).status == 200, 10, "mqchaos serve")
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            page = browser.new_page()
+            page.goto(url)
+            page.wait_for_load_state("load")
+            table = page.locator("table", has=page.locator("th", has_text="claim (expect, require)"))
+            rows_ = table.locator("tr").evaluate_all("rs => rs.map(r => Array.from(r.cells, c => c.innerText.trim()))")
+            browser.close()
+    finally:
+        for s in servers:
+            s.shutdown()
+    _assert_tally_aligned(rows_[0], rows_[1:])
