@@ -474,11 +474,14 @@ def ordering_query(produce: DataFrame, consume: DataFrame, rule_by_run: dict[int
         lookup = {r: n for r, n in lookup.items() if r in rules and n}
     d = _with_writer(consume, produce, lookup)
     # monotonic: per producer, consumer (and partition, for Kafka offsets);
-    # fifo / strict: per producer, source.
+    # fifo / strict: per producer, source, positioned reads (in offset order) apart from reads
+    # the broker gave no offset (in time order): one with no position is no step back
+    # (issue 52). A queue's reads have none: one group, as before.
     mono = of("monotonic")
     group = ["run", "producer", "k1", "k2"]
     rows = (f"SELECT run, producer, CASE WHEN {mono} THEN consumer ELSE source END AS k1, "
-            f"CASE WHEN {mono} AND `offset` IS NOT NULL THEN source END AS k2, `offset`, t, seq, msg_id "
+            f"CASE WHEN {mono} AND `offset` IS NOT NULL THEN source "
+            f"WHEN NOT {mono} AND `offset` IS NULL THEN 'unpositioned' END AS k2, `offset`, t, seq, msg_id "
             f"FROM {{d}} WHERE {_ids(rules)} AND ({of('strict')} OR NOT redelivered)")
     if not exact:
         rows = f"SELECT *, {group_hash(*group)} AS g FROM ({rows})"

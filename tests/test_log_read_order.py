@@ -103,3 +103,20 @@ def test_the_parquet_copy_keeps_the_readers_order(spark, tmp_path):
     (old / "history" / "parquet" / "_meta.json").touch()
     res = _check(spark, old, parquet=True)
     assert (res["poll_skips"], res["nonmonotonic_polls"], res["lost"]) == (0, 0, 0)
+
+
+def test_a_read_without_an_offset_is_no_fifo_violation(spark, tmp_path):
+    """Under fifo the reads of a partition are judged in offset order: m2, read with no
+    offset, is no step back after 3 and 4 (it had sorted last: one violation, valid false
+    beside lost 0); m4 read before m3 at their offsets still is one."""
+    consume = [_read(0, 1.0), _read(1, 1.1), _read(2, 1.2, offset=None), _read(3, 1.3), _read(4, 1.4)]
+    d = synth.write_run(tmp_path / "fifo", _writes(5), consume, meta={"scenario": "synthetic", "ordering": "fifo"})
+    runs, _ = open_runs([str(d)])
+    res = check_runs(spark, runs, ordering="fifo")[str(d)]
+    assert (res["ordering"], res["ordering_violations"], res["lost"]) == ("fifo", 0, 0)
+    assert res["valid"] is True, res["reason"]
+    swapped = [_read(0, 1.0), _read(1, 1.1), _read(2, 1.2, offset=None), _read(4, 1.3, offset=3),
+               _read(3, 1.4, offset=4)]
+    d2 = synth.write_run(tmp_path / "fifo2", _writes(5), swapped, meta={"scenario": "synthetic", "ordering": "fifo"})
+    runs, _ = open_runs([str(d2)])
+    assert check_runs(spark, runs, ordering="fifo")[str(d2)]["ordering_violations"] == 1
