@@ -26,6 +26,14 @@ FETCHER = (f"{STAMP}[2026-11-26 10:00:03,119] INFO [ReplicaFetcher replicaId=2, 
            "Truncating partition mqchaos-0 with OffsetTruncationState(offset=15210, truncationCompleted=true) "
            "due to leader epoch and offset EpochEndOffset(errorCode=0, partition=0, leaderEpoch=3, "
            "endOffset=15210) (kafka.server.ReplicaFetcherThread)\n")
+# a real 4.1.1 broker's pair (K5a with the controllers apart, 2026-11-28, kafka2's log), the topic
+# renamed: the fetcher's line, then UnifiedLog's that nothing was truncated
+REAL_41 = ("2026-11-28T08:06:43.164177341Z [2026-11-28 08:06:43,164] INFO [ReplicaFetcher replicaId=2, leaderId=1, "
+           "fetcherId=0] Truncating partition mqchaos-1 with TruncationState(offset=0, completed=true) due to local "
+           "high watermark 0 (kafka.server.ReplicaFetcherThread)\n"
+           "2026-11-28T08:06:43.164201396Z [2026-11-28 08:06:43,164] INFO [UnifiedLog partition=mqchaos-1, "
+           "dir=/var/lib/kafka/data] Truncating to 0 has no effect as the largest offset in the log is -1 "
+           "(org.apache.kafka.storage.internals.log.UnifiedLog)\n")
 # the same truncation's warning when it goes below the high watermark: counted once, by UnifiedLog's line
 BELOW_HW = (f"{STAMP}[2026-11-26 10:00:03,124] WARN [ReplicaFetcher replicaId=2, leaderId=1, fetcherId=0] "
             "Truncating mqchaos-0 to offset 15210 below high watermark 15400 (kafka.server.ReplicaFetcherThread)\n")
@@ -43,6 +51,7 @@ def test_a_line_that_truncates_counts_in_both_spellings():
 def test_a_truncation_that_has_no_effect_does_not_count():
     assert count(FETCHER + NO_EFFECT_39) == 0
     assert count(FETCHER + NO_EFFECT_41) == 0
+    assert count(REAL_41) == 0
 
 
 def test_one_truncation_is_one_however_many_lines_speak_of_it():

@@ -175,8 +175,9 @@ def _same_ends(values) -> bool | None:
 # "[UnifiedLog partition=..., dir=...] " prefix; logger org.apache.kafka.storage.internals.log.UnifiedLog).
 # Not counted: "Truncating to N has no effect as the largest offset in the log is M" (the same
 # method when nothing is removed), AbstractFetcherThread's "Truncating partition T-P with
-# OffsetTruncationState(...) due to leader epoch and offset ..." (logged before every truncation
-# attempt, whether or not it removes anything: both in 3.9 and 4.1), ReplicaFetcherThread's
+# OffsetTruncationState(...) due to ..." (3.9; 4.1.1: "... with TruncationState(offset=0,
+# completed=true) due to local high watermark 0", seen in a real 4.1 broker's log) logged before
+# every truncation attempt, whether or not it removes anything, ReplicaFetcherThread's
 # "Truncating T-P to offset N below high watermark M" (the same truncation's warning, already
 # counted by its UnifiedLog line), LogLoader's recovery of a segment's torn tail at start-up (not a
 # replica giving up records to its leader). "[Log partition=": Kafka 2.x's spelling of the prefix.
