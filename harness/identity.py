@@ -37,6 +37,7 @@ import yaml
 from harness import store
 from harness.scenario import Scenario, parse, parse_recorded
 from harness.spec import Yaml12Loader
+from harness.util import entry_point
 
 # Fields that change neither what runs nor what is predicted
 PROSE = frozenset({"name", "id", "description", "claims", "measure", "metadata_why", "control_of"})
@@ -308,4 +309,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with entry_point():
+        sys.exit(main())

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from harness.expect import COMPARISON, expectations, judge
+from nemesis import faults
 
-# faults whose evidence is a container not running or frozen (nemesis.faults: _down, _frozen);
-# the observer counts either as down (harness.measures.nodes_down_s)
-DOWN_FAULTS = frozenset({"kill", "stop", "pause", "power_loss"})
-CLOSING = frozenset({"start", "unpause"})
+# faults whose nodes stay down (not running, or frozen) until lifted (nemesis.faults' registry);
+# the observer counts either as down (harness.measures.nodes_down_s); and the steps that lift
+DOWN_FAULTS = frozenset(faults.DOWNS)
+CLOSING = frozenset(faults.CLOSING)
 NODE = re.compile(r"^(?:rabbit|kafka|zk)[0-9]+$")
 EVERY = "*"  # a target expression that takes every node (all, brokers)
 # the client's own reaction to a node that is gone (harness.brokers.*.clients): a reconnect
@@ -112,8 +113,9 @@ def _down_timeline(sc: Any) -> list[tuple[float, frozenset[str]]]:
             events.append((st.at, 1, "down", nodes))
             if st.duration:
                 events.append((st.at + st.duration, 0, "up", nodes))
-        elif st.fault in CLOSING or st.fault == "heal":
-            events.append((st.at, 0, "up", nodes if st.fault in CLOSING and nodes else {EVERY}))
+        elif st.fault in CLOSING:
+            lifts_all = faults.FAULT_TYPES[st.fault].closes == faults.ALL  # a heal
+            events.append((st.at, 0, "up", nodes if not lifts_all and nodes else {EVERY}))
     end = float(_setting(sc, "timing", "duration") or 0)
     down: set[str] = set()
     out = [(0.0, frozenset())]
@@ -161,8 +163,9 @@ def down_at(sc: Any, t: float) -> frozenset[str]:
 
 
 def _freezes_followers(sc: Any) -> bool:
-    """A step that freezes or kills every follower of the partition (Kafka's ``followers``)."""
-    return any(st.fault in {"pause", "kill", "power_loss"} and st.targets == "followers" for st in _steps(sc))
+    """A step that takes every follower of the partition down (Kafka's ``followers``): frozen,
+    killed, stopped or cut from power."""
+    return any(st.fault in DOWN_FAULTS and st.targets == "followers" for st in _steps(sc))
 
 
 def _follower_drop_s(sc: Any) -> float | None:
@@ -193,10 +196,11 @@ def _shrink_lag(sc, key, exp, e, r) -> bool:
 
 
 def _shrink_after_cut(sc, key, exp, e, r) -> bool:
-    faults = [st for st in _steps(sc) if st.fault not in CLOSING]
-    only_cuts = bool(faults) and all(st.fault == "partition" and isinstance(st.targets, dict)
-                                     and "partial" in st.targets and "leader" in st.targets["partial"]
-                                     for st in faults)
+    steps = [st for st in _steps(sc) if st.fault not in CLOSING]
+    # a cut (every packet, or a share: followers lag either way) of the leader from a follower
+    only_cuts = bool(steps) and all(faults.FAULT_TYPES[st.fault].cut and isinstance(st.targets, dict)
+                                    and "partial" in st.targets and "leader" in st.targets["partial"]
+                                    for st in steps)
     return only_cuts and _shrink_lag(sc, key, exp, e, r)
 
 

@@ -649,6 +649,7 @@ class FaultType:
     by_port: bool = False  # params.ports may narrow the cut to the broker's named traffic
     fs: str | None = None  # the file system its nodes' data directories must be served by
     crashes: bool = False  # the node dies at once (what a choreography's crash may be)
+    downs: bool = False  # its nodes stay down (not running, or frozen) until a later step lifts it
     # how ``mqchaos explore`` draws it (harness/explore.py): its targets and params; None: never
     drawn: Mapping[str, Any] | None = None
     operation: bool = False  # an operator's change (issue 39), not a fault: its evidence is published
@@ -681,15 +682,16 @@ FAULT_TYPES: dict[str, FaultType] = _registry(
               does="drops a share of the packets on links"),
     FaultType("bandwidth", plan_bandwidth, _limit, "tbf", does="limits the nodes' egress"),
     FaultType("kill", plan_nodes, _each(_kill, _down), "start",
-              needs=frozenset({KILL, START}), crashes=True, drawn={"targets": "random:1"}, does="kills the nodes"),
-    FaultType("stop", plan_nodes, _each(_stop, _down), "start", needs=frozenset({STOP, START}),
+              needs=frozenset({KILL, START}), crashes=True, downs=True, drawn={"targets": "random:1"},
+              does="kills the nodes"),
+    FaultType("stop", plan_nodes, _each(_stop, _down), "start", needs=frozenset({STOP, START}), downs=True,
               drawn={"targets": "random:1"}, does="stops the nodes"),
     FaultType("pause", plan_nodes, _each(_pause, _frozen), "unpause",
-              needs=frozenset({PAUSE}), drawn={"targets": "random:1"}, does="freezes the nodes"),
+              needs=frozenset({PAUSE}), downs=True, drawn={"targets": "random:1"}, does="freezes the nodes"),
     FaultType("wipe", plan_wipe, _each(_wipe, _wiped), "start", needs=frozenset({WIPE, START}),
               does="wipes the nodes' data"),
     FaultType("power_loss", plan_nodes, _power_loss, "start", needs=frozenset({POWER_LOSS, START}), fs="lazy",
-              crashes=True, drawn={"targets": "random:1"}, does="cuts the power"),
+              crashes=True, downs=True, drawn={"targets": "random:1"}, does="cuts the power"),
     FaultType("corrupt", plan_corrupt, _corrupt, "start", needs=frozenset({CORRUPT}),
               drawn={"targets": "random:1", "params": {"mode": "bitflip", "bytes": 16, "tail": 65536, "crash": True}},
               does="bit-flips or truncates the nodes' newest data files"),
@@ -738,6 +740,7 @@ CLOSING = tuple(n for n, t in FAULT_TYPES.items() if t.closes)
 CUTS = tuple(n for n, t in FAULT_TYPES.items() if t.cut)
 BY_PORT = tuple(n for n, t in FAULT_TYPES.items() if t.by_port)
 CRASHES = tuple(n for n, t in FAULT_TYPES.items() if t.crashes)
+DOWNS = tuple(n for n, t in FAULT_TYPES.items() if t.downs)
 DRAWN = {n: t.drawn for n, t in FAULT_TYPES.items() if t.drawn}
 OPERATIONS = tuple(n for n, t in FAULT_TYPES.items() if t.operation)
 # the step that lifts a fault by its undo key (kill -> start, pause -> unpause)
