@@ -15,11 +15,11 @@ from harness.identity import Catalogue
 from harness.measures import wilson
 from harness.results import PUBLISHED_KEYS, ROW_FIGURES, CheckResult, Row
 from harness.templates import TEMPLATES
-from harness.verdicts import REFUSED
+from harness.verdicts import REFUSED, RunStatus
 
 # The verdict words every table uses: the console's, the index's, the documents', the matrix's.
 VERDICT = {True: "held", False: "DID NOT HOLD", None: "undecided"}
-NOT_APPLICABLE_TEXT, REFUSED_TEXT = "not applicable", "refused at load"
+NOT_APPLICABLE_TEXT, REFUSED_TEXT, MEASURED_ONLY_TEXT = "not applicable", "refused at load", "measured only"
 
 
 def run_row(sc, result: CheckResult, info: dict, run_dir: Path) -> Row:
@@ -75,13 +75,15 @@ def decided_by(prediction: dict) -> str:
 
 def verdict_word(r: Row) -> str:
     """A row's verdict in the one vocabulary (held, DID NOT HOLD, undecided, not applicable,
-    refused at load, harness error), without how it was reached."""
+    refused at load, harness error, measured only), without how it was reached."""
     if r.get("not_applicable"):
         return NOT_APPLICABLE_TEXT
     if r.get("status") == REFUSED:
         return REFUSED_TEXT
     if r.get("harness_error"):
         return "harness error"
+    if r.get("prediction") is None and not r.get("expect") and r.get("status") == RunStatus.COMPLETED:
+        return MEASURED_ONLY_TEXT  # a control states no prediction: nothing was left undecided
     return VERDICT[r.get("prediction")]
 
 

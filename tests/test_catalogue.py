@@ -330,3 +330,12 @@ def test_catch_up_counts_from_the_last_restart_until_the_isr_is_full_again():
     assert kafka_observe.partition_measures(s, fault_start=1.0)["catch_up_s"] == 5.0
     assert kafka_observe.catch_up_s(s[:5]) is None   # restarted, never full again
     assert kafka_observe.catch_up_s([k(0, full), k(1, one)]) is None  # no restart
+
+
+def test_only_picks_a_rows_variants_and_kraft_counterparts_by_id():
+    from harness.batch.jobs import wanted
+    assert wanted("K7b-kraft-leader-cut-from-controllers-acksall", "K7bk", ["K7"])  # issue 52: own ids
+    assert wanted("K7-kraft-leader-cut-from-controllers-acks1", "K7k", ["K7"])
+    assert wanted("K14e-txn-leader-isolated-unclean", "K14e", ["K14"])
+    assert not wanted("K17-consumers-fetch-from-leaders", "K17", ["K1"])
+    assert not wanted("R48n-no-balancer-control", "R48n", ["R4"])

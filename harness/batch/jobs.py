@@ -5,6 +5,7 @@ the files or versions that did not load (``Bad``). Nothing here runs anything: a
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -13,6 +14,9 @@ from harness.batch import shard as shards
 from harness.scenario import Scenario, ScenarioError, load, parse, read
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+
+# a row's variant letters (a-h) and a KRaft counterpart's k: K7bk is a variant of K7
+VARIANT = re.compile(r"[a-h]*k?$")
 
 
 class Bad(NamedTuple):
@@ -86,9 +90,10 @@ def _load_each_version(f: Path, versions: Versions, scenarios: list[Scenario], b
 
 
 def wanted(name: str, sid: str | None, want: list[str]) -> bool:
-    """Whether --only's ``want`` picks the scenario: by id (R5 picks R5 and R5b) or name."""
+    """Whether --only's ``want`` picks the scenario: by id (R5 picks R5 and R5b; K7 the KRaft
+    counterparts K7k and K7bk too, since every file has its own id) or name."""
     return any(name == w or (sid or "") == w or name.startswith(w + "-")
-               or (sid or "").rstrip("abcdefgh") == w for w in want)
+               or VARIANT.sub("", sid or "") == w for w in want)
 
 
 def order_key(sc: Scenario) -> tuple:
