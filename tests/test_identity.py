@@ -166,3 +166,16 @@ def test_an_unchanged_text_keeps_its_serialisation_or_is_refused():
         assert identity._dump_like(json.loads(text), text) == text
     with pytest.raises(ValueError):
         identity._dump_like(data, json.dumps(data, indent=4))
+
+
+def test_no_two_catalogue_files_test_the_same_thing():
+    """Two files of one digest are one test under two names (K8d was K8b's twin, issue 52):
+    their runs would pool while the tables showed two rows."""
+    seen: dict[str, str] = {}
+    twins = []
+    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+        d = identity.digest(load(path))
+        if d in seen:
+            twins.append((seen[d], path.name))
+        seen.setdefault(d, path.name)
+    assert twins == []
