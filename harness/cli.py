@@ -10,6 +10,7 @@ import click
 from harness.cluster_cli import COMMANDS as CLUSTER_COMMANDS
 from harness.results import ORDERINGS  # stdlib only: no cost to a command that does not check
 from harness.util import entry_point, setup_logging
+from harness.verdicts import EXIT_UNKNOWN, EXIT_VALID
 from nemesis.cli import register as register_nemesis
 
 
@@ -38,7 +39,15 @@ class _Main(click.Group):
         if not standalone_mode:  # the caller takes whatever is raised
             return super().main(*args, standalone_mode=False, **kwargs)
         with entry_point():
-            return super().main(*args, **kwargs)
+            try:
+                code = super().main(*args, standalone_mode=False, **kwargs)
+            except click.exceptions.Abort:  # Ctrl-C outside a run (a run heals, then exits 2 itself)
+                click.echo("Aborted!", err=True)
+                sys.exit(EXIT_UNKNOWN)
+            except click.ClickException as e:  # a command's refusal is no finding: click says 1
+                e.show()
+                sys.exit(e.exit_code if isinstance(e, click.UsageError) else EXIT_UNKNOWN)
+            sys.exit(code if isinstance(code, int) else EXIT_VALID)
 
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
@@ -79,7 +88,6 @@ def check_server(master, idle_timeout, show_status, stop_it):
     import json
 
     from harness import check_service
-    from harness.verdicts import EXIT_UNKNOWN, EXIT_VALID
 
     if show_status or stop_it:
         found = check_service.status()

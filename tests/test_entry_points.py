@@ -102,3 +102,29 @@ def test_every_entry_point_runs_inside_the_helper():
         and ast.unparse(node.body[0].items[0].context_expr) == "entry_point()")]
     assert unguarded == ["harness/cli.py"]  # its `main()` is the group, guarded by its class
     assert type(main).main is not click.Group.main  # the console script `mqchaos = harness.cli:main`
+
+
+def test_a_refusal_and_a_ctrl_c_outside_a_run_exit_2_not_1():
+    """click says 1 for a ClickException and for Ctrl-C ("Aborted!"), the code for "anomalies
+    found": the group says 2; a usage error keeps click's 2, --help its 0."""
+    import click as _click
+
+    @_click.command()
+    def refuses():
+        raise _click.ClickException("not a matrix batch")
+
+    @_click.command()
+    def interrupted():
+        raise KeyboardInterrupt
+
+    for cmd in (refuses, interrupted):
+        main.add_command(cmd)
+    try:
+        for name in ("refuses", "interrupted"):
+            res = CliRunner().invoke(main, [name])
+            assert res.exit_code == 2, (name, res.output)
+        assert CliRunner().invoke(main, ["check", "--no-such-flag"]).exit_code == 2
+        assert CliRunner().invoke(main, ["--help"]).exit_code == 0
+    finally:
+        for name in ("refuses", "interrupted"):
+            main.commands.pop(name, None)
