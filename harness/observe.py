@@ -74,7 +74,9 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
     def plugin(span, start):
         return dict(broker.measure(sc, windows.samples_in(samples, span), windows.logs_in(logs, t0, span),
                                    produce, consume, start))
-    m = plugin(w.effect, fault_start)
+    # the plug-in's "since the fault" is since the first fault acted (its t_start), not since
+    # the schedule began: the harness's own delay applying it is not the broker's (issue 52)
+    m = plugin(w.effect, first_applied(records, fault_start))
     in_effect = windows.samples_in(samples, w.effect)
     for name in windows.NAMED:
         span = getattr(w, name)
@@ -111,6 +113,12 @@ def measure(broker, run_dir: Path, sc, info: dict) -> dict[str, Any]:
             m["consumers_silent"] = consumers_silent(consume, fault_start, heal, end)
     m["client_timeouts"] = sc.workload.timeouts()
     return m
+
+
+def first_applied(records: list[dict], default: float | None) -> float | None:
+    """When the first fault of nemesis.jsonl acted (run clock), else ``default``."""
+    times = [r["t_start"] for r in records if r.get("id") and isinstance(r.get("t_start"), (int, float))]
+    return min(times) if times else default
 
 
 def power_loss_figures(faults: list[dict]) -> dict:

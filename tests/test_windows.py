@@ -288,3 +288,11 @@ def test_a_power_loss_that_dropped_nothing_still_shows_the_writes_its_file_syste
     # a run before the file system counted its writes has the dropped bytes only
     del rec["details"]["evidence"]["writes_seen"]
     assert power_loss_figures([rec]) == {"unsynced_bytes_dropped": 0}
+
+
+def test_a_plugins_time_since_the_fault_counts_from_when_the_fault_acted():
+    from harness.observe import first_applied
+    records = [{"fault": "operator", "t_start": 3.0},  # no id: not a fault
+               {"id": "f2", "fault": "kill", "t_start": 31.0}, {"id": "f1", "fault": "partition", "t_start": 21.2}]
+    assert first_applied(records, 20.0) == 21.2  # the cut acted 1.2 s into the faults phase
+    assert first_applied([], 20.0) == 20.0
