@@ -329,8 +329,8 @@ def _ordering(consume, writer, rule):
         if rule == "monotonic":
             lane = r.get("source") if r.get("offset") is not None else None
             key = (prod, r["consumer"], lane)
-        else:
-            key = (prod, r.get("source") or "")
+        else:  # positioned reads in offset order, apart from reads the broker gave no offset
+            key = (prod, r.get("source") or "", r.get("offset") is None)
         off = r.get("offset")
         groups[key].append(((off is None, off or 0, r["t"], seq), seq, r["t"], r["msg_id"]))
     viol = []
