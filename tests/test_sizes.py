@@ -15,7 +15,7 @@ LIMITS = {"class": 300, "function": 60}
 # name -> lines when this test was written (2026-11-28); to be split, never to grow
 KNOWN = {
     "harness/brokers/kafka/cluster.py:KafkaCluster": 413,
-    "harness/brokers/kafka/cluster.py:ZooKeeperCluster": 318,
+    "harness/brokers/kafka/cluster.py:ZooKeeperCluster": 302,
     "harness/brokers/rabbitmq/cluster.py:RabbitCluster": 331,
     "harness/brokers/rabbitmq/probes.py:RabbitProbes": 307,
     "harness/runner.py:Run": 305,
