@@ -188,7 +188,8 @@ def _tally(rows: list[Row], cat: Catalogue) -> list[tuple[dict, list[Row]]]:
         out.append(({"id": None if ids == [None] else " = ".join(i or "-" for i in ids),
                      "scenario": " = ".join(files), "files": list(files), "version": version, "reported": shown,
                      "claim": prediction_text(runs[0].get("expect"), runs[0].get("require")),
-                     "digest": runs[0].get("digest"), "setup": runs[0].get("setup_digest"), "superseded": old, "held": k, "decided": n, "runs": len(runs),
+                     "digest": runs[0].get("digest"), "setup": runs[0].get("setup_digest"), "superseded": old,
+                     "held": k, "decided": n, "runs": len(runs),
                      "ci95": [round(ci[0], 4), round(ci[1], 4)] if ci else None, "others": dict(seen)}, runs))
     return sorted(out, key=lambda x: (catalogue_order(x[0]["id"], x[0]["scenario"]), x[0]["version"] or "",
                                       x[0]["reported"] or "", x[0]["superseded"], x[0]["digest"] or ""))

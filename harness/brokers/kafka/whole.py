@@ -52,11 +52,15 @@ def is_whole(cluster: Any) -> bool:
             and replication_restored(cluster))
 
 
+def _unregistered(cluster: Any) -> list[str]:
+    registered = set(cluster.registered_brokers())
+    return [n for n in cluster.brokers() if n not in registered]
+
+
 def stuck(cluster: Any) -> list[str]:
     """The brokers an operator would restart: those not registered; when every one is, those
     still missing from a partition's ISR (their replica does not catch up)."""
-    registered = set(cluster.registered_brokers())
-    unregistered = [n for n in cluster.brokers() if n not in registered]
+    unregistered = _unregistered(cluster)
     if unregistered:
         return unregistered
     lagging = {n for missing in out_of_sync(cluster).values() for n in missing}
@@ -76,8 +80,7 @@ def wait(cluster: Any, timeout: float, steady: Callable[[Callable[[], Any]], Cal
 def still_missing(cluster: Any) -> str:
     """What kept the cluster from being whole, read once more (for the timeout's message)."""
     try:
-        registered = set(cluster.registered_brokers())
-        unregistered = [n for n in cluster.brokers() if n not in registered]
+        unregistered = _unregistered(cluster)
         if unregistered:
             return f"not registered: {', '.join(unregistered)}"
         missing = out_of_sync(cluster)
