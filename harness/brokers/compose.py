@@ -8,6 +8,7 @@ read from Docker; clients reach brokers only through ports published on 127.0.0.
 """
 from __future__ import annotations
 
+import abc
 import json
 import os
 import socket
@@ -34,6 +35,30 @@ CPU_SHARES_NORMAL = 1024
 CPU_SHARES_BACKGROUND = 2
 
 
+class ImageVersions(abc.ABC):
+    """The versions ability (``harness.brokers.capabilities.Versions``) of a compose
+    cluster, its generic part: a node's container made again from another version's image,
+    its named data volume kept. The plug-in's subclass says what a node reports."""
+
+    def __init__(self, cluster: "ComposeCluster") -> None:
+        self.cluster = cluster
+
+    @abc.abstractmethod
+    def node_version(self, node: str) -> str | None: ...
+
+    def upgrade_reason(self, version: str) -> str | None:
+        return self.cluster.version_reason(version)
+
+    def upgrade_node(self, node: str, version: str) -> None:
+        """The node's container made again from ``version``'s image (compose, that node only)
+        and started; every later compose call keeps it there (an override file, gone with
+        the cluster)."""
+        c = self.cluster
+        c.pin_versions({node: version})
+        c.forget_address(node)
+        c.compose("up", "-d", "--no-build", "--no-deps", "--force-recreate", node, timeout=600)
+
+
 class ComposeCluster(ContainerCluster):
     """A cluster brought up and down as a compose project; what both kinds share."""
 
@@ -46,6 +71,7 @@ class ComposeCluster(ContainerCluster):
     generations: ClassVar[dict[str, Generation]] = {}
     # the data directory the power-loss file system serves (settings ``fs: lazy``), by prefix
     fs_dirs: dict[str, str] = {}
+    components: ClassVar[tuple[type, ...]] = (lazyfs.PowerSwitch,)
 
     def __init__(self, project: str | None = None) -> None:
         super().__init__(project or f"mqchaos-{self.kind}")
@@ -138,8 +164,6 @@ class ComposeCluster(ContainerCluster):
     def lazy_fs(self, node: str) -> bool:
         return lazyfs.mounted(self._inspect(node))
 
-    def power_off(self, nodes: list[str]) -> dict[str, Any]:
-        return lazyfs.power_off(self, nodes)
 
     # ---- a load balancer in front of the nodes (harness.brokers.balancer) --------------
     # the port the balancer forwards to on each node; None: the broker's clients cannot go
@@ -188,27 +212,19 @@ class ComposeCluster(ContainerCluster):
     def image_override(self) -> Path:
         return self.state_dir / "image.override.yml"
 
-    def upgrade_reason(self, version: str) -> str | None:
-        """Why this cluster's nodes cannot move to ``version`` (None: they can): a version
-        the plug-in does not build, or one of another topology (the plug-in narrows it)."""
+    def version_reason(self, version: str) -> str | None:
+        """Why a node of this cluster cannot run ``version``'s image (None: it can): a
+        version the plug-in does not build (its ``Versions`` component may narrow it)."""
         if version not in self.generations:
             return f"{self.kind} has no version {version!r} (versions: {', '.join(self.generations)})"
         return None
-
-    def upgrade_node(self, node: str, version: str) -> None:
-        """The node's container made again from ``version``'s image (compose, that node only:
-        its named data volume is kept) and started; every later compose call keeps it there
-        (an override file, gone with the cluster)."""
-        self.pin_versions({node: version})
-        self._addr_cache.pop(node, None)
-        self.compose("up", "-d", "--no-build", "--no-deps", "--force-recreate", node, timeout=600)
 
     def pin_versions(self, versions: dict[str, str]) -> None:
         """Nodes made from another version's image than the cluster's, by every later compose
         call (an override file, gone with the cluster): an upgrade's node, or a node that
         starts on another version (a blue-green upgrade's green cluster)."""
         for version in set(versions.values()):
-            reason = self.upgrade_reason(version)
+            reason = self.version_reason(version)
             if reason:
                 raise ClusterError(reason)
         path = self.image_override()

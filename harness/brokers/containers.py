@@ -8,6 +8,8 @@ What makes the containers (a compose project, its network and volumes) is
 """
 from __future__ import annotations
 
+import abc
+
 import json
 import logging
 import os
@@ -91,6 +93,10 @@ class ContainerCluster(Cluster):
 
     def network_name(self) -> str:
         return f"{self.project}_{self.network_key}"
+
+    def forget_address(self, node: str) -> None:
+        """Drop ``node``'s remembered address (its container made again has another)."""
+        self._addr_cache.pop(node, None)
 
     def volume_name(self, node: str) -> str:
         return f"{self.project}_{node}-data"
@@ -359,3 +365,24 @@ class ContainerCluster(Cluster):
             res[node] = st.get("Status", "absent") if st else "absent"
         return res
 
+
+class NodeFiles(abc.ABC):
+    """The data-files ability (``harness.brokers.capabilities.DataFiles``) of a cluster of
+    containers, its generic part: reading and changing a file on a node. The plug-in's
+    subclass names its kinds and finds its newest files (``ContainerCluster.newest_files``)."""
+
+    def __init__(self, cluster: ContainerCluster) -> None:
+        self.cluster = cluster
+
+    @abc.abstractmethod
+    def kinds(self) -> dict[str, str]: ...
+
+    @abc.abstractmethod
+    def data_files(self, node: str, kind: str, subject: str | None) -> list[tuple[str, int]]: ...
+
+    def file_bytes(self, node: str, path: str, positions: list[int]) -> dict[int, int]:
+        return self.cluster.file_bytes(node, path, positions)
+
+    def patch_file(self, node: str, path: str, changes: dict[int, int] | None = None,
+                   size: int | None = None) -> None:
+        self.cluster.patch_file(node, path, changes, size)

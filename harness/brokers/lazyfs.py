@@ -82,3 +82,14 @@ def power_off(cluster: PowerNodes, nodes: list[str]) -> dict[str, Any]:
             cluster.kill(node)
     with ThreadPoolExecutor(len(nodes)) as pool:  # as close to one instant as docker exec allows
         return dict(zip(nodes, pool.map(off, nodes)))
+
+
+class PowerSwitch:
+    """The power-loss ability (``harness.brokers.capabilities.PowerLoss``) of a cluster whose
+    nodes' data directories the lazy file system may serve (settings ``fs: lazy``)."""
+
+    def __init__(self, cluster: PowerNodes) -> None:
+        self.cluster = cluster
+
+    def power_off(self, nodes: list[str]) -> dict[str, Any]:
+        return power_off(self.cluster, nodes)

@@ -7,9 +7,13 @@ lifecycle          ``Cluster``: up(settings), down, wait_healthy, collect_logs, 
 node access        ``NodeAccess`` (which every ``Cluster`` is): project, nodes, address,
                    gateway, exec: how the nemesis reaches a node from outside (iptables,
                    tc, the power-loss file system's control socket)
-node control       ``Cluster.capabilities`` + kill / stop / start / pause / unpause / wipe /
-                   restart_app / power_off: the nemesis asks; a scenario needing a capability
-                   the broker lacks is refused at validation
+node control       kill / stop / start / pause / unpause / wipe: every cluster's
+optional abilities ``Cluster.components``: one component per operation family, each satisfying
+                   a protocol of ``harness.brokers.capabilities`` (restart-app, power loss, data
+                   files, membership, quorum membership, versions, features, migration, sync,
+                   placement); ``Cluster.capabilities`` derives from them, a generation may lack
+                   one, the nemesis asks ``ability(cluster, Protocol)``; a scenario needing a
+                   capability the cluster lacks is refused at validation
 roles              ``Cluster.roles`` and ``Cluster.role(name, arg) -> nodes`` (leader, followers,
                    controller, queue_master, zk, ...): what nemesis targets resolve against
 recovery           ``Cluster.wait_whole``, ``stuck_nodes``, ``wait_rejoined``
@@ -36,35 +40,22 @@ from __future__ import annotations
 import abc
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar, Protocol, TypeVar, runtime_checkable
 
+# The capability names (node control, and the optional families: harness.brokers.capabilities).
+from harness.brokers.capabilities import (CAPABILITIES, CORRUPT, FEATURES, KILL, MEMBERSHIP,  # noqa: F401 (re-exported)
+                                          MIGRATION, NODE_CONTROL, PAUSE, PLACEMENT, POWER_LOSS,
+                                          QUORUM_MEMBERSHIP, RESTART_APP, START, STOP, SYNC, UPGRADE, WIPE,
+                                          offered)
 from harness.brokers.generations import Generation, ImageSpec, choose_version, named_generation
 from harness.clients.base import Worker
 from harness.context import Drained, RunContext
 from harness.probes import Probes
 from harness.util import StopWaiting
 
-# Node-control capabilities (what the nemesis may ask of a broker's nodes).
-KILL, STOP, START, PAUSE, WIPE, RESTART_APP = "kill", "stop", "start", "pause", "wipe", "restart_app"
-POWER_LOSS = "power_loss"  # the nodes' data directories can forget what was never fsynced
-CORRUPT = "corrupt"  # the nodes' data files can be bit-flipped or truncated (Cluster.data_files)
-MEMBERSHIP = "membership"  # the run's replicated queue / partition can lose and gain members (Cluster.change_member)
-# the metadata quorum's voters can change (KIP-853: Cluster.change_member(op, node, QUORUM))
-QUORUM_MEMBERSHIP = "quorum_membership"
-# the subject of a controller membership change: the metadata quorum's voters, not a queue / topic
-QUORUM = "@quorum"
-UPGRADE = "upgrade"  # a node can run another version's image on its kept data (Cluster.upgrade_node)
-FEATURES = "features"  # the cluster's feature level can be raised once every node runs it (Cluster.finalize_features)
-# the cluster's metadata can move to another system under load (Cluster.migrate: Kafka's
-# ZooKeeper-to-KRaft migration, KIP-866), phase by phase
-MIGRATION = "migration"
-# the run's queue's replicas can be synchronised, and a synchronisation cancelled, by the
-# operator's command (Cluster.sync_subject: RabbitMQ's sync_queue / cancel_sync_queue)
-SYNC = "sync"
-# the run's queue's replicas can be moved onto chosen nodes by the operator, and that move
-# lifted (Cluster.place_subject: RabbitMQ's ha-mode nodes policy of a higher priority)
-PLACEMENT = "placement"
-CONTAINER_CAPABILITIES = frozenset({KILL, STOP, START, PAUSE, WIPE, POWER_LOSS})
+T = TypeVar("T")
+CONTAINER_CAPABILITIES = NODE_CONTROL | {POWER_LOSS}  # TRANSITION (issue 53): gone once the plug-ins moved
+QUORUM = "@quorum"  # TRANSITION (issue 53): gone once Kafka's QuorumMembership component replaced it
 
 
 class ClusterError(RuntimeError):
@@ -136,7 +127,27 @@ class Cluster(NodeAccess, abc.ABC):
     the run loop and the nemesis call on it (the nemesis asks ``capabilities`` first)."""
 
     kind: ClassVar[str]
-    capabilities: ClassVar[frozenset[str]] = CONTAINER_CAPABILITIES
+    # the optional abilities (harness.brokers.capabilities): component classes, each built
+    # from the cluster and satisfying one capability protocol; ``capabilities`` derives from them
+    components: ClassVar[tuple[type, ...]] = ()
+    capabilities: ClassVar[frozenset[str]] = NODE_CONTROL
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "capabilities" in cls.__dict__:  # TRANSITION (issue 53): to raise TypeError once the plug-ins moved
+            return
+        cls.capabilities = NODE_CONTROL | offered(cls.components)
+
+    def ability(self, proto: type[T]) -> T | None:
+        """This cluster's component satisfying capability protocol ``proto`` (None: it has
+        none), built from the cluster on first use and kept."""
+        built = self.__dict__.setdefault("_components", {})
+        for comp in self.components:
+            if issubclass(comp, proto):
+                if comp not in built:
+                    built[comp] = comp(self)
+                return built[comp]
+        return None
     roles: ClassVar[dict[str, Role]] = {}
     # target names this topology lacks though another of the broker's has them, with why
     # (Kafka in KRaft mode: no ZooKeeper): a scenario naming one is refused at load time
@@ -266,103 +277,6 @@ class Cluster(NodeAccess, abc.ABC):
     def wait_rejoined(self, node: str, timeout: float) -> None:
         """Wait until ``node``, started again, is back in the cluster."""
 
-    def restart_app(self, node: str) -> None:
-        raise NotImplementedError(f"a {self.kind} cluster cannot restart_app")
-
-    def power_off(self, nodes: list[str]) -> dict[str, Any]:
-        """Cut the power of ``nodes`` at once: each forgets what it never fsynced and dies;
-        return what each dropped."""
-        raise NotImplementedError(f"a {self.kind} cluster cannot lose power")
-
-    # ---- membership (capability MEMBERSHIP): an operator's change, not a fault -------------
-    def members(self, subject: str) -> list[str]:
-        """The nodes holding a member (replica) of ``subject`` now."""
-        raise NotImplementedError(f"a {self.kind} cluster cannot change members")
-
-    def change_member(self, op: str, node: str, subject: str) -> None:
-        """``op`` ``add`` or ``remove``: ``node``'s member of ``subject`` (the run's queue /
-        topic), as the broker's own tool does it."""
-        raise NotImplementedError(f"a {self.kind} cluster cannot change members")
-
-    # ---- versions (capabilities UPGRADE, FEATURES): an operator's change, not a fault ----
-    def node_version(self, node: str) -> str | None:
-        """The version the running ``node`` reports of itself (its own answer, not its
-        image's label); None when it does not answer."""
-        raise NotImplementedError(f"a {self.kind} cluster cannot say a node's version")
-
-    def upgrade_reason(self, version: str) -> str | None:
-        """Why this cluster's nodes cannot move to ``version`` (None: they can)."""
-        return f"a {self.kind} cluster cannot upgrade nodes"
-
-    def upgrade_node(self, node: str, version: str) -> None:
-        """Run the stopped ``node`` on ``version``'s image, its data kept, and start it."""
-        raise NotImplementedError(f"a {self.kind} cluster cannot upgrade nodes")
-
-    def features(self) -> dict[str, str]:
-        """The cluster's features and the level (or state) each is finalized at."""
-        raise NotImplementedError(f"a {self.kind} cluster has no feature levels")
-
-    def finalize_features(self, params: dict) -> dict[str, str]:
-        """Raise the feature level as the broker's own tool does it (``params``: the
-        plug-in's, e.g. a release); return what ``features()`` must then show: each named
-        feature's level, or the start of it (``4.1-``: any 4.1 level)."""
-        raise NotImplementedError(f"a {self.kind} cluster has no feature levels")
-
-    # ---- a metadata migration (capability MIGRATION): an operator's change, not a fault ----
-    def migrate(self, phase: str, params: dict, now: Callable[[], float], steps: list[dict[str, Any]]) -> None:
-        """Do the migration's ``phase`` (the plug-in's, in its order), rolling nodes as its
-        documentation says; each node's step appended to ``steps`` as it goes (times from
-        ``now``, the run's clock), so a step that fails leaves what it did."""
-        raise NotImplementedError(f"a {self.kind} cluster has no metadata migration")
-
-    def migration_state(self) -> dict[str, Any]:
-        """Where the migration stands, as the nodes themselves show it (the evidence)."""
-        raise NotImplementedError(f"a {self.kind} cluster has no metadata migration")
-
-    def migration_reached(self, phase: str, state: dict[str, Any]) -> bool:
-        """Does ``state`` show ``phase`` done?"""
-        raise NotImplementedError(f"a {self.kind} cluster has no metadata migration")
-
-    # ---- synchronisation (capability SYNC): an operator's command, not a fault -------------
-    def sync_subject(self, op: str, subject: str) -> None:
-        """``op`` ``sync`` (start synchronising ``subject``'s replicas; returns at once, the
-        synchronisation goes on) or ``cancel`` (stop one under way), as the broker's tool does."""
-        raise NotImplementedError(f"a {self.kind} cluster has no synchronisation command")
-
-    def sync_state(self, subject: str) -> dict[str, Any]:
-        """``{"syncing": bool, "unsynchronised": [nodes]}``: where ``subject``'s replicas stand."""
-        raise NotImplementedError(f"a {self.kind} cluster has no synchronisation command")
-
-    # ---- placement (capability PLACEMENT): an operator's change, not a fault ---------------
-    def place_subject(self, subject: str, nodes: list[str] | None) -> None:
-        """Move ``subject``'s replicas onto ``nodes`` as the broker's operators do (returns
-        once the broker took the change; the move goes on); ``None`` lifts the move."""
-        raise NotImplementedError(f"a {self.kind} cluster cannot move a queue's replicas")
-
-    def placement(self, subject: str) -> dict[str, Any]:
-        """``{"placed": bool, "master": node, "replicas": [nodes]}``: whether a move is in
-        force on ``subject`` (the broker's own answer) and where its replicas are."""
-        raise NotImplementedError(f"a {self.kind} cluster cannot move a queue's replicas")
-
-    # ---- storage (capability CORRUPT) ------------------------------------------------------
-    # what a ``corrupt`` fault may name in ``params.files``: kind -> what it is
-    data_file_kinds: ClassVar[dict[str, str]] = {}
-
-    def data_files(self, node: str, kind: str, subject: str | None) -> list[tuple[str, int]]:
-        """The running node's newest data files of ``kind`` (data_file_kinds), for
-        ``subject`` (the run's queue / topic): (path on the node, size)."""
-        raise NotImplementedError(f"a {self.kind} cluster has no data files to corrupt")
-
-    def file_bytes(self, node: str, path: str, positions: list[int]) -> dict[int, int]:
-        """The bytes at ``positions`` of a file on the node (running or not)."""
-        raise NotImplementedError(f"a {self.kind} cluster cannot read its nodes' files")
-
-    def patch_file(self, node: str, path: str, changes: dict[int, int] | None = None,
-                   size: int | None = None) -> None:
-        """Overwrite bytes of a file on the node in place (``changes``: position -> byte), or
-        cut it to ``size`` bytes; on a stopped node through a copy out and back."""
-        raise NotImplementedError(f"a {self.kind} cluster cannot change its nodes' files")
-
 
 class Broker(abc.ABC):
     """One broker plug-in: its models, its cluster, its clients, its observation."""
@@ -385,8 +299,9 @@ class Broker(abc.ABC):
         return choose_version(self.name, self.generations, cli, scenario, env)
 
     def capabilities_of(self, version: str | None = None) -> frozenset[str]:
-        """What the nodes of this version can do (a generation may lack one: no FUSE)."""
-        return self.capabilities - self.generation(version).lacks
+        """What the nodes of this version can do: its topology's cluster class's, less what
+        the generation lacks (no FUSE)."""
+        return self.cluster_class(version).capabilities - self.generation(version).lacks
 
     @abc.abstractmethod
     def cluster(self, project: str | None = None, version: str | None = None) -> Cluster:
@@ -399,10 +314,12 @@ class Broker(abc.ABC):
 
     @property
     def capabilities(self) -> frozenset[str]:
-        return self.cluster_class().capabilities
+        """What some version's cluster can do (one lacking it then lacks it for its version)."""
+        return frozenset().union(*(self.cluster_class(v).capabilities for v in self.generations))
 
     @abc.abstractmethod
-    def cluster_class(self) -> type[Cluster]: ...
+    def cluster_class(self, version: str | None = None) -> type[Cluster]:
+        """The class of ``version``'s cluster (None: the default version's)."""
 
     def settings(self, values: dict[str, Any]) -> Any:
         """The settings model from ``key: value`` pairs (a scenario's ``cluster:``, ``--set``)."""
