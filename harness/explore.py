@@ -27,11 +27,12 @@ from typing import Any, Callable
 
 from harness import store
 from harness.verdicts import EXIT_INVALID
-from harness.brokers.protocol import CORRUPT
+from harness.brokers.capabilities import CORRUPT, DataFiles
 from nemesis.faults import CRASHES, LIFTED_BY
 from nemesis.faults import DRAWN as FAULT_DRAWN
 from nemesis.faults import FAULT_TYPES
-from nemesis.schedule import PACKAGE_DRAWN, PACKAGES, choreography_span
+from nemesis.families.choreography import choreography_span
+from nemesis.schedule import PACKAGE_DRAWN, PACKAGES
 
 # what each kind is drawn with (its targets, params): the fault registry's, the schedule's
 DRAWN = {**FAULT_DRAWN, **PACKAGE_DRAWN}
@@ -73,7 +74,7 @@ def draw(faults: list[str], seed: int, duration: float, on: tuple[float, float] 
                 step["params"] = dict(spec["params"])
             if CORRUPT in FAULT_TYPES[kind].needs:  # which data files: the broker's first kind
                 if not files:
-                    raise ValueError(f"explore: {kind} needs a broker with data files (Cluster.data_file_kinds)")
+                    raise ValueError(f"explore: {kind} needs a broker with data files (a DataFiles component)")
                 step["params"] = dict(step.get("params") or {}, files=files)
             group = [step]
             lift = LIFTED_BY.get(FAULT_TYPES[kind].undo_key or "")  # kill -> start; a cut: its duration
@@ -206,10 +207,10 @@ def _data_files(broker: str | None) -> str | None:
     """The broker's first data file kind (what a drawn ``corrupt`` corrupts)."""
     from harness import brokers
     try:
-        kinds = getattr(brokers.get(broker).cluster_class(), "data_file_kinds", {})
+        files = brokers.get(broker).cluster().ability(DataFiles)
     except (KeyError, ValueError, TypeError):
         return None
-    return next(iter(kinds), None)
+    return next(iter(files.kinds()), None) if files else None
 
 
 # ---- the published table (docs/findings.md: `mqchaos doc-table docs/batches --explore`) ----------

@@ -38,119 +38,15 @@ the run undecided.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 from typing import Any
 
 from harness.spec import read_yaml
-from nemesis.faults import CRASHES, FAULTS
+from nemesis.faults import CHOREOGRAPHIES, FAULTS
+from nemesis.steps import BOUND, ScheduleError, Step, bound_ref, check_keys, is_bound, num  # noqa: F401 (the parser's API)
 
 MAX_STEPS = 10_000  # generators are bounded by count/until; this is the backstop
-
-
-class ScheduleError(ValueError):
-    """The schedule is malformed; the message names the offending field."""
-
-
-@dataclass(frozen=True)
-class Step:
-    at: float
-    fault: str
-    targets: Any = None
-    duration: float | None = None
-    params: dict = field(default_factory=dict)
-    when: dict | None = None  # {"same": [EXPR, EXPR], "within": S}: see the module's doc
-    # a choreography's part: later parts name the nodes this one hit as ``@label``
-    label: str | None = None
-
-    def to_json(self) -> dict:
-        out = {"at": self.at, "fault": self.fault, "targets": self.targets,
-               "duration": self.duration, "params": dict(self.params)}
-        if self.when:
-            out["when"] = dict(self.when)
-        if self.label:
-            out["label"] = self.label
-        return out
-
-
-# A bound target (a choreography's later part): ``@L`` the nodes step L hit; ``@pick:N:@L``
-# N brokers (seeded) that step L did not hit. Resolved by the scheduler when the step runs.
-BOUND = "@"
-
-
-def is_bound(targets: Any) -> bool:
-    return isinstance(targets, str) and targets.startswith(BOUND)
-
-
-def bound_ref(targets: str) -> tuple[str, int | None]:
-    """A bound target's label, and for ``@pick:N:@label`` how many brokers outside what that
-    step hit to draw (None: the nodes it hit). ValueError when it is neither."""
-    ref = targets[len(BOUND):]
-    if not ref.startswith("pick:"):
-        return ref, None
-    _, n, other = ref.split(":", 2)
-    if not is_bound(other) or not n.isdigit() or int(n) < 1:
-        raise ValueError(f"{targets!r}: a pick is @pick:N:@label, N >= 1")
-    return bound_ref(other)[0], int(n)
-
-
-# a choreography's times by default: the crash ``gap`` after the first part, ``down`` for
-# how long it stays crashed, ``after`` how long the first stays away once it is back
-CHOREOGRAPHY_TIMES = {"gap": 1.0, "down": 10.0, "after": 10.0}
-
-
-def choreography_span(params: dict) -> float:
-    """How long a choreography with ``params`` holds its first part (gap + down + after)."""
-    return sum(float(params.get(k, v)) for k, v in CHOREOGRAPHY_TIMES.items())
-
-
-def _choreography(data: dict, where: str, label: str) -> list[Step]:
-    """A pause_kill / part_kill step as the steps it stands for (see the module's doc)."""
-    _check_keys(where, data, {"at", "fault", "targets", "params"}, {"at", "fault"})
-    targets = data.get("targets") or {}
-    _check_keys(f"{where}.targets", targets, {"first", "count"})
-    params = data.get("params") or {}
-    _check_keys(f"{where}.params", params, {"crash", "gap", "down", "after"})
-    crash = params.get("crash", CRASHES[0])
-    if crash not in CRASHES:
-        raise ScheduleError(f"{where}.params: field 'crash' must be one of {list(CRASHES)}, not {crash!r}")
-    at = _num(where, "at", data["at"])
-    gap = _num(where, "gap", params.get("gap", CHOREOGRAPHY_TIMES["gap"]))
-    down = _num(where, "down", params.get("down", CHOREOGRAPHY_TIMES["down"]), 0.001)
-    after = _num(where, "after", params.get("after", CHOREOGRAPHY_TIMES["after"]))
-    count = int(_num(f"{where}.targets", "count", targets.get("count", 1), 1))
-    first = targets.get("first", "random:1")
-    if not isinstance(first, (str, list)):
-        raise ScheduleError(f"{where}.targets: field 'first' must be a target expression, not {first!r}")
-    held = gap + down + after
-    if data["fault"] == "pause_kill":
-        head = [Step(at, "pause", first, label=f"{label}.first"),
-                Step(at + held, "unpause", f"{BOUND}{label}.first")]
-    else:  # part_kill: the cut is lifted by its own duration
-        head = [Step(at, "partition", {"isolate": first}, duration=held, label=f"{label}.first")]
-    return head + [Step(at + gap, crash, f"{BOUND}pick:{count}:{BOUND}{label}.first", label=f"{label}.crash"),
-                   Step(at + gap + down, "start", f"{BOUND}{label}.crash")]
-
-
-PACKAGES = ("pause_kill", "part_kill")
-# how ``mqchaos explore`` draws a choreography: its targets and params (its crash drawn too)
-PACKAGE_DRAWN = {name: {"targets": {"first": "random:1"}, "params": {"down": 8, "after": 8}} for name in PACKAGES}
-
-
-def _check_keys(where: str, data: dict, allowed: set[str], required: set[str] = frozenset()) -> None:
-    if not isinstance(data, dict):
-        raise ScheduleError(f"{where}: expected a mapping, got {data!r}")
-    for key in data:
-        if key not in allowed:
-            raise ScheduleError(f"{where}: unknown field {key!r} (allowed: {sorted(allowed)})")
-    for key in required:
-        if key not in data:
-            raise ScheduleError(f"{where}: missing field {key!r}")
-
-
-def _num(where: str, name: str, value: Any, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
-        raise ScheduleError(f"{where}: field {name!r} must be a number >= {minimum}, not {value!r}")
-    return float(value)
+PACKAGES = tuple(CHOREOGRAPHIES)  # one step standing for several: nemesis.families.choreography
+PACKAGE_DRAWN = {name: ch.drawn for name, ch in CHOREOGRAPHIES.items() if ch.drawn}
 
 
 def _fault(where: str, name: Any) -> str:
@@ -162,15 +58,15 @@ def _fault(where: str, name: Any) -> str:
 def when(data: Any, where: str) -> dict:
     """A step's precondition: ``{same: [EXPR, EXPR], within: S}``."""
     where = f"{where}.when"
-    _check_keys(where, data, {"same", "within"}, {"same", "within"})
+    check_keys(where, data, {"same", "within"}, {"same", "within"})
     same = data["same"]
     if not isinstance(same, list) or len(same) != 2 or not all(isinstance(x, str) for x in same):
         raise ScheduleError(f"{where}: field 'same' must be a list of two target expressions, not {same!r}")
-    return {"same": list(same), "within": _num(where, "within", data["within"], 0.001)}
+    return {"same": list(same), "within": num(where, "within", data["within"], 0.001)}
 
 
 def step(data: dict, where: str = "step") -> Step:
-    _check_keys(where, data, {"at", "fault", "targets", "duration", "params", "when", "label"}, {"at", "fault"})
+    check_keys(where, data, {"at", "fault", "targets", "duration", "params", "when", "label"}, {"at", "fault"})
     label = data.get("label")
     if label is not None and (not isinstance(label, str) or not label or BOUND in label):
         raise ScheduleError(f"{where}: field 'label' must be a name (no {BOUND!r}), not {label!r}")
@@ -178,9 +74,9 @@ def step(data: dict, where: str = "step") -> Step:
     params = data.get("params") or {}
     if not isinstance(params, dict):
         raise ScheduleError(f"{where}: field 'params' must be a mapping")
-    return Step(at=_num(where, "at", data["at"]), fault=_fault(where, data["fault"]),
+    return Step(at=num(where, "at", data["at"]), fault=_fault(where, data["fault"]),
                 targets=data.get("targets"), params=dict(params),
-                duration=None if duration is None else _num(where, "duration", duration),
+                duration=None if duration is None else num(where, "duration", duration),
                 when=None if data.get("when") is None else when(data["when"], where), label=label)
 
 
@@ -191,7 +87,7 @@ def _span(where: str, name: str, value: Any) -> tuple[float, float]:
         lo, hi = value
     else:
         lo = hi = value
-    lo, hi = _num(where, name, lo), _num(where, name, hi)
+    lo, hi = num(where, name, lo), num(where, name, hi)
     if hi < lo:
         raise ScheduleError(f"{where}: field {name!r} has max < min")
     return lo, hi
@@ -199,14 +95,14 @@ def _span(where: str, name: str, value: Any) -> tuple[float, float]:
 
 def cycle(data: dict, where: str = "cycle") -> list[Step]:
     """The same fault on for ``on`` seconds, off for ``off``, ``count`` times or until ``until``."""
-    _check_keys(where, data, {"fault", "targets", "on", "off", "start", "count", "until", "params"},
+    check_keys(where, data, {"fault", "targets", "on", "off", "start", "count", "until", "params"},
                 {"fault", "on", "off"})
     if "count" not in data and "until" not in data:
         raise ScheduleError(f"{where}: needs field 'count' or 'until' (a cycle must end)")
-    on, off = _num(where, "on", data["on"], 0.001), _num(where, "off", data["off"])
-    t = _num(where, "start", data.get("start", 0))
-    count = int(_num(where, "count", data.get("count", MAX_STEPS)))
-    until = _num(where, "until", data.get("until", float("inf")))
+    on, off = num(where, "on", data["on"], 0.001), num(where, "off", data["off"])
+    t = num(where, "start", data.get("start", 0))
+    count = int(num(where, "count", data.get("count", MAX_STEPS)))
+    until = num(where, "until", data.get("until", float("inf")))
     fault = _fault(where, data["fault"])
     steps: list[Step] = []
     while len(steps) < min(count, MAX_STEPS) and t < until:
@@ -219,22 +115,22 @@ def cycle(data: dict, where: str = "cycle") -> list[Step]:
 def _choice(where: str, item: Any) -> dict:
     if isinstance(item, str):
         return {"fault": _fault(where, item), "targets": None, "params": {}}
-    _check_keys(where, item, {"fault", "targets", "params"}, {"fault"})
+    check_keys(where, item, {"fault", "targets", "params"}, {"fault"})
     return {"fault": _fault(where, item["fault"]), "targets": item.get("targets"),
             "params": dict(item.get("params") or {})}
 
 
 def random_faults(data: dict, where: str = "random") -> list[Step]:
     """Faults drawn from a set, one at a time, with seeded random on/off periods."""
-    _check_keys(where, data, {"faults", "seed", "start", "until", "count", "on", "off"},
+    check_keys(where, data, {"faults", "seed", "start", "until", "count", "on", "off"},
                 {"faults", "seed", "until", "on", "off"})
     if not isinstance(data["faults"], list) or not data["faults"]:
         raise ScheduleError(f"{where}: field 'faults' must be a non-empty list")
     choices = [_choice(f"{where}.faults[{i}]", f) for i, f in enumerate(data["faults"])]
     on, off = _span(where, "on", data["on"]), _span(where, "off", data["off"])
     rng = random.Random(int(data["seed"]))
-    t, until = _num(where, "start", data.get("start", 0)), _num(where, "until", data["until"])
-    count = int(_num(where, "count", data.get("count", MAX_STEPS)))
+    t, until = num(where, "start", data.get("start", 0)), num(where, "until", data["until"])
+    count = int(num(where, "count", data.get("count", MAX_STEPS)))
     steps: list[Step] = []
     while t < until and len(steps) < min(count, MAX_STEPS):
         c = rng.choice(choices)
@@ -255,11 +151,11 @@ def parse(data: Any) -> list[Step]:
         return []
     if isinstance(data, list):
         data = {"steps": data}
-    _check_keys("nemesis", data, {"steps", "cycle", "random"})
+    check_keys("nemesis", data, {"steps", "cycle", "random"})
     steps = []
     for i, s in enumerate(data.get("steps") or []):
         if isinstance(s, dict) and s.get("fault") in PACKAGES:
-            steps += _choreography(s, f"nemesis.steps[{i}]", f"s{i}")
+            steps += CHOREOGRAPHIES[s["fault"]].expand(s, f"nemesis.steps[{i}]", f"s{i}")
         else:
             steps.append(step(s, f"nemesis.steps[{i}]"))
     for i, c in enumerate(_many(data.get("cycle") or [])):

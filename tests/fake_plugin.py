@@ -23,8 +23,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from harness.brokers.generations import Generation, ImageSpec
-from harness.brokers.protocol import (KILL, PAUSE, START, STOP, WIPE, Broker, Cluster, ClusterError, Role,
-                                      RoleError, Steady, Recorder)
+from harness.brokers.protocol import Broker, Cluster, ClusterError, Role, RoleError, Steady, Recorder
 from harness.brokers.settings import Settings
 from harness.clients.base import Worker
 from harness.context import Drained, RunContext
@@ -142,11 +141,26 @@ class NetState:
         return len(self.chains) + len(self.jumps) + len(self.rules)
 
 
+# ---- P28: one optional ability (restart-app), and not another (membership, data files ...) ---
+class FakeRestartApp:
+    """The broker application restarted inside its node (``RestartApp``): the node keeps
+    running, its queue is held again from its log."""
+
+    def __init__(self, cluster: "FakeCluster") -> None:
+        self.cluster = cluster
+        self.restarted: list[str] = []
+
+    def restart_app(self, node: str) -> None:
+        if not self.cluster.running(node):
+            raise ClusterError(f"{node} is not running: no application to restart")
+        self.restarted.append(node)
+        self.cluster._log(node, "application restarted")
+
+
 # ---- P16-P23, P27: the cluster ---------------------------------------------------------------
 class FakeCluster(Cluster):
     kind: ClassVar[str] = NAME
-    capabilities: ClassVar[frozenset[str]] = frozenset({KILL, STOP, START, PAUSE, WIPE})
-    data_file_kinds: ClassVar[dict[str, str]] = {}  # no CORRUPT: no data files to name
+    components: ClassVar[tuple[type, ...]] = (FakeRestartApp,)
     roles: ClassVar[dict[str, Role]] = {"leader": Role("leader", "the node holding the queue")}
     absent_targets: ClassVar[dict[str, str]] = {"zk": "a fake cluster has no coordinators"}
     ports: ClassVar[dict[str, tuple[int, ...]]] = {"replication": (REPLICATION_PORT,)}
@@ -471,7 +485,7 @@ class FakeBroker(Broker):
     image: ClassVar[ImageSpec] = ImageSpec(repo="mqchaos/fake", context="fake")
     generations: ClassVar[dict[str, Generation]] = {"1.0": Generation("1.0", default=True)}
 
-    def cluster_class(self) -> type[FakeCluster]:
+    def cluster_class(self, version: str | None = None) -> type[FakeCluster]:
         return FakeCluster
 
     def cluster(self, project: str | None = None, version: str | None = None) -> FakeCluster:
@@ -558,8 +572,7 @@ CHECKLIST: dict[str, tuple[str, ...]] = {
     "P13": ("FakeBroker.drain",),
     "P14": ("FakeBroker.sample",),
     "P15": ("FakeBroker.measure",),
-    "P16": ("FakeCluster.kind", "FakeCluster.capabilities", "FakeCluster.roles", "FakeCluster.absent_targets",
-            "FakeCluster.ports"),
+    "P16": ("FakeCluster.kind", "FakeCluster.roles", "FakeCluster.absent_targets", "FakeCluster.ports"),
     "P17": ("FakeCluster.up", "FakeCluster.down", "FakeCluster.wait_healthy", "FakeCluster.healthy",
             "FakeCluster.versions", "FakeCluster.brokers", "FakeCluster.client_endpoints", "FakeCluster.collect_logs"),
     "P18": ("FakeCluster.project", "FakeCluster.nodes", "FakeCluster.address", "FakeCluster.gateway",
@@ -576,5 +589,6 @@ CHECKLIST: dict[str, tuple[str, ...]] = {
             "FakeScenario.measurement_names"),
     "P26": ("FakeBroker.prefill", "FakeBroker.probes"),
     "P27": ("FakeCluster.node_states", "FakeCluster.exited", "FakeCluster.describe", "FakeCluster.seen_before",
-            "FakeCluster.close", "FakeCluster.data_file_kinds"),
+            "FakeCluster.close"),
+    "P28": ("FakeCluster.components", "FakeCluster.capabilities", "FakeRestartApp.restart_app"),
 }

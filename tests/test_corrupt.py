@@ -12,7 +12,9 @@ from nemesis.core import LOG_FILE, Nemesis
 
 class FilesRabbit(FakeRabbit):
     """FakeRabbit whose nodes hold files (bytes) and can corrupt them."""
-    data_file_kinds = {"wal": "a write-ahead log"}
+
+    def kinds(self):
+        return {"wal": "a write-ahead log"}
 
     def __init__(self, tmp_path, broken=False):
         super().__init__(tmp_path)
@@ -134,8 +136,8 @@ class TimingOutRabbit(MembersRabbit):
 
 
 def test_a_refused_membership_change_is_asked_again_and_shows_what_the_broker_did(tmp_path, monkeypatch):
-    from nemesis import faults
-    monkeypatch.setattr(faults.time, "sleep", lambda s: None)
+    from nemesis import kinds
+    monkeypatch.setattr(kinds.time, "sleep", lambda s: None)
     c = TimingOutRabbit(tmp_path, timeouts=1)
     with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
         f = nem.apply("remove_member", "rabbit3", retry_s=30)
@@ -218,8 +220,8 @@ def test_a_heal_of_a_dead_runs_fault_passes_over_a_container_removed_since(tmp_p
 
 
 def test_a_timed_out_change_the_broker_made_anyway_is_not_asked_again(tmp_path, monkeypatch):
-    from nemesis import faults
-    monkeypatch.setattr(faults.time, "sleep", lambda s: None)
+    from nemesis import kinds
+    monkeypatch.setattr(kinds.time, "sleep", lambda s: None)
     c = TimingOutRabbit(tmp_path, timeouts=1, applied=True)
     with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
         f = nem.apply("remove_member", "rabbit3", retry_s=30)

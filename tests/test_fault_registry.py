@@ -4,6 +4,7 @@ loader, as YAML 1.2."""
 from __future__ import annotations
 
 import ast
+import importlib
 import threading
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from harness.scenario import ScenarioError, parse
 from nemesis import faults as F
+from nemesis import kinds
 from nemesis import scheduler
 from nemesis.schedule import PACKAGES, ScheduleError, load
 from nemesis.schedule import parse as parse_schedule
@@ -21,14 +23,28 @@ NAMES = set(F.FAULT_TYPES)
 
 def test_every_fault_name_is_defined_once():
     assert all(name == kind.name for name, kind in F.FAULT_TYPES.items())
-    tree = ast.parse((ROOT / "nemesis" / "faults.py").read_text())
-    declared = [call.args[0] for call in ast.walk(tree) if isinstance(call, ast.Call)
-                and getattr(call.func, "id", None) == "FaultType"]
-    # as written: a name, or the module constant it is kept in (LOSS, which plan_partition reads)
-    names = [a.value if isinstance(a, ast.Constant) else getattr(F, a.id) for a in declared]
-    assert sorted(names) == sorted(NAMES) and len(names) == len(set(names))
+    declared = []
+    for path in sorted((ROOT / "nemesis" / "families").glob("*.py")):
+        module = importlib.import_module(f"nemesis.families.{path.stem}")
+        tree = ast.parse(path.read_text())
+        # as written: a name, or the module constant it is kept in (LOSS, which plan_partition reads)
+        declared += [a.value if isinstance(a, ast.Constant) else getattr(module, a.id)
+                     for a in (call.args[0] for call in ast.walk(tree) if isinstance(call, ast.Call)
+                               and getattr(call.func, "id", None) == "FaultType")]
+    assert sorted(declared) == sorted(NAMES) and len(declared) == len(set(declared))
+    assert F.ORDER == tuple(F.FAULT_TYPES)  # the registry keeps the listed order
+    with pytest.raises(ValueError, match="defined twice: \\['x'\\]"):
+        kinds.register((F.FaultType("x"), F.FaultType("x")))
     with pytest.raises(ValueError, match="defined twice: \\['kill'\\]"):
-        F._registry(F.FAULT_TYPES["kill"], F.FAULT_TYPES["stop"], F.FAULT_TYPES["kill"])
+        kinds.register((F.FAULT_TYPES["kill"],))  # a family may not redefine another's
+    assert "x" not in F.FAULT_TYPES
+
+
+def test_the_choreographies_are_in_the_registry():
+    assert PACKAGES == tuple(kinds.CHOREOGRAPHIES) == ("pause_kill", "part_kill")
+    assert not set(PACKAGES) & set(F.FAULT_TYPES)  # expanded when parsed: the nemesis never runs one
+    steps = parse_schedule([{"at": 1, "fault": "pause_kill", "targets": {"first": "rabbit1"}}])
+    assert [s.fault for s in steps] == ["pause", "kill", "start", "unpause"]
 
 
 def test_the_tables_derive_from_the_registry():
@@ -95,9 +111,11 @@ def _fault_name_tables(path: Path) -> list[str]:
 
 
 def test_no_module_keeps_its_own_table_of_fault_names():
-    # harness/brokers is left out: its capability names (kill, start...) are another vocabulary
+    # harness/brokers is left out: its capability names (kill, start...) are another vocabulary;
+    # so are the registry (faults.py's order) and kinds.py's undo keys (start, unpause), and the
+    # families (nemesis/families/), which define the kinds
     files = [p for p in (*(ROOT / "nemesis").glob("*.py"), *(ROOT / "harness").glob("*.py"))
-             if p.name != "faults.py" or p.parent.name != "nemesis"]
+             if p.name not in ("faults.py", "kinds.py") or p.parent.name != "nemesis"]
     assert [hit for p in files for hit in _fault_name_tables(p)] == []
 
 

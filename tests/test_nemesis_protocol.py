@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # nemesis/grudge.py is pure functions over node names; nemesis/lazyfs.py is copied into the
 # containers (stdlib only): neither holds a cluster
 SKIP = {"grudge.py", "lazyfs.py"}
-MODULES = sorted(p for p in (ROOT / "nemesis").glob("*.py") if p.name not in SKIP)
+MODULES = sorted(p for p in (ROOT / "nemesis").rglob("*.py") if p.name not in SKIP)
 PROTOCOLS: dict[str, type] = {"NodeAccess": NodeAccess, "Cluster": Cluster}
 NAME = "cluster"  # what the nemesis calls a cluster wherever it holds one
 

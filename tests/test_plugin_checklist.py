@@ -14,6 +14,8 @@ import pytest
 import fake_plugin
 from fake_plugin import NAME, NODES, PLUGIN
 from harness import brokers, observe, scenario, store
+from harness.brokers.capabilities import (CAPABILITIES, FAMILIES, MEMBERSHIP, NODE_CONTROL, RESTART_APP,
+                                          CapabilityError, DataFiles, Membership, RestartApp, ability)
 from harness.brokers.protocol import Broker, Cluster, NodeAccess
 from harness.history import RunClock
 from harness.runner import Run
@@ -278,3 +280,56 @@ def test_the_observer_reads_the_nodes_states_from_the_cluster(fake_broker, no_do
     cluster.pause("fake3")
     obs = observe.Observer(PLUGIN, cluster, None, tmp_path, RunClock())
     assert obs.node_states() == {"fake1": "running", "fake2": "running", "fake3": "frozen"}
+
+
+# ---- P28: an optional ability, asked by type ---------------------------------------------------
+def test_the_fake_has_one_optional_ability_and_not_another(fake_broker):
+    """Its capabilities derive from its components alone: restart-app, and no membership or
+    data files; a declared capability without its component cannot exist."""
+    cluster = PLUGIN.cluster()
+    assert fake_plugin.FakeCluster.capabilities == NODE_CONTROL | {RESTART_APP}
+    assert PLUGIN.capabilities_of() == NODE_CONTROL | {RESTART_APP}
+    assert isinstance(cluster.ability(RestartApp), fake_plugin.FakeRestartApp)
+    assert cluster.ability(RestartApp) is cluster.ability(RestartApp)  # built once, kept
+    assert cluster.ability(Membership) is None and cluster.ability(DataFiles) is None
+    with pytest.raises(CapabilityError, match="has no 'membership' ability"):
+        ability(cluster, Membership)
+    with pytest.raises(TypeError, match="capabilities derive from components"):
+        type("Declared", (fake_plugin.FakeCluster,), {"capabilities": frozenset({MEMBERSHIP})})
+
+
+def test_the_loader_refuses_what_the_fake_lacks_and_takes_what_it_has(fake_broker, tmp_path):
+    def load(extra: str):
+        p = tmp_path / "s.yaml"
+        p.write_text(BASE + extra)
+        return scenario.load(p)
+
+    assert [s.fault for s in load("nemesis: [{at: 0, fault: restart_app, targets: leader}]\n").steps] == ["restart_app"]
+    for fault, lacks in [("remove_member", "membership"), ("corrupt", "corrupt"), ("sync_queue", "sync"),
+                         ("upgrade", "upgrade"), ("power_loss", "power_loss")]:
+        with pytest.raises(scenario.ScenarioError, match=f"needs {lacks}"):
+            load(f"nemesis: [{{at: 0, fault: {fault}, targets: fake1, params: {{version: '1.0', files: x}}}}]\n")
+
+
+def test_a_restart_app_through_the_nemesis_and_the_run_loop(fake_broker, no_docker, tmp_path):
+    """The run loop and the nemesis act on the ability the fake has: its component does the
+    restart, the fault's record proves it, and the run decides by its prediction."""
+    path = tmp_path / "fake-restart-app.yaml"
+    path.write_text(BASE + "nemesis:\n  - {at: 0.2, fault: restart_app, targets: leader}\nexpect:\n  lost: 0\n")
+    run = Run(scenario.load(path), results=tmp_path / "results", check=False)
+    run.execute()
+    assert run.cluster.ability(RestartApp).restarted == ["fake2"]
+    (step,) = [r for r in store.read_jsonl(run.dir / store.NEMESIS_LOG) if r.get("fault") == "restart_app"]
+    assert step["targets"] == ["fake2"] and step["details"]["effective"] is True
+    assert "application restarted" in (run.dir / "logs" / "fake2.log").read_text()
+
+
+def test_every_capability_a_cluster_class_reports_is_a_protocol_it_satisfies():
+    classes = {fake_plugin.FakeCluster} | {p.cluster_class(v) for p in brokers.plugins() for v in p.generations}
+    for cls in classes:
+        assert NODE_CONTROL <= cls.capabilities <= CAPABILITIES, cls
+        for name in cls.capabilities - NODE_CONTROL:
+            proto = FAMILIES[name]
+            assert any(issubclass(c, proto) for c in cls.components), (cls, name)
+        for name, proto in FAMILIES.items():  # and the reverse: a component gives its capability
+            assert (name in cls.capabilities) == any(issubclass(c, proto) for c in cls.components), (cls, name)

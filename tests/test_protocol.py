@@ -11,7 +11,7 @@ from harness.brokers.protocol import Cluster, NodeAccess, SaysWhole
 
 ROOT = Path(__file__).resolve().parent.parent
 # the modules above the plug-ins that hold a cluster
-CALLERS = [*sorted((ROOT / "nemesis").glob("*.py")),
+CALLERS = [*sorted((ROOT / "nemesis").rglob("*.py")),
            *(ROOT / "harness" / f for f in ("runner.py", "observe.py", "cluster_cli.py", "scenario.py"))]
 # a cluster's settings (``sc.cluster``) share the name: they are not the cluster
 SETTINGS_HOLDERS = {"sc", "scenario"}
