@@ -24,11 +24,13 @@ class Split:
     def partitions(self):
         return {} if self.whole else {"rabbit1": ["rabbit2", "rabbit3"], "rabbit2": ["rabbit1"], "rabbit3": ["rabbit1"]}
 
-    def restart_app(self, node):
-        self.did.append(f"restart_app {node}")
-        if self.app_hangs:
-            raise ClusterError(f"exec on {node} timed out after 120s: rabbitmqctl start_app")
-        self.whole = True
+    def rabbitmqctl(self, node, *args, check=True, timeout=60):
+        self.did.append(f"{args[0]} {node}")
+        if args[0] == "start_app":
+            if self.app_hangs:
+                raise ClusterError(f"exec on {node} timed out after 120s: rabbitmqctl start_app")
+            self.whole = True
+        return 0, ""
 
     def stop(self, node):
         self.did.append(f"stop {node}")
@@ -51,14 +53,14 @@ def run(cluster):
 def test_the_app_restarted_when_start_app_returns():
     c = Split(app_hangs=False)
     recorded = run(c)
-    assert c.did == ["restart_app rabbit1"]
+    assert c.did == ["stop_app rabbit1", "start_app rabbit1"]
     assert [r["finding"] for r in recorded] == ["stale_partition"] and recorded[0]["expected"] is True
 
 
 def test_the_node_restarted_when_start_app_hangs():
     c = Split(app_hangs=True)
     recorded = run(c)
-    assert c.did == ["restart_app rabbit1", "stop rabbit1", "start rabbit1"]
+    assert c.did == ["stop_app rabbit1", "start_app rabbit1", "stop rabbit1", "start rabbit1"]
     assert [r["finding"] for r in recorded] == ["stale_partition", "start_app_hung"]
     assert "timed out" in recorded[1]["error"] and recorded[1]["node"] == "rabbit1"
     assert recorded[1]["recovery"] == "rabbit1 stopped and started (its app's start hung)"

@@ -10,6 +10,7 @@ from nemesis import faults
 
 from fakes import FakeRabbit
 from harness import brokers
+from harness.brokers.capabilities import Versions, ability
 from harness.brokers.kafka import kraft
 from harness.brokers.rabbitmq import ctl
 from harness.history import RunClock
@@ -170,8 +171,9 @@ def test_an_upgraded_node_keeps_its_image_in_every_later_compose_call(tmp_path, 
     c = brokers.get("rabbitmq").cluster(version="4.0")
     seen = []
     monkeypatch.setattr(compose, "run", lambda cmd, **kw: seen.append(cmd))
-    c.upgrade_node("rabbit2", "4.3")
-    c.upgrade_node("rabbit1", "4.3")
+    versions = ability(c, Versions)  # the generic image swap (compose.ImageVersions)
+    versions.upgrade_node("rabbit2", "4.3")
+    versions.upgrade_node("rabbit1", "4.3")
     data = json.loads(c.image_override().read_text())
     assert set(data["services"]) == {"rabbit1", "rabbit2"}
     assert data["services"]["rabbit2"]["image"].startswith("mqchaos/rabbitmq:4.3")
@@ -363,7 +365,7 @@ def test_a_blue_green_upgrades_green_starts_on_its_own_version(tmp_path, monkeyp
     monkeypatch.setattr(c, "_compose_up", lambda nodes: calls.append(("up", json.loads(c.image_override().read_text()))))
     monkeypatch.setattr(c, "wait_healthy", lambda *a, **k: None)
     reports = {"rabbit3": "4.3.6"}
-    monkeypatch.setattr(c, "node_version", lambda node: reports[node])
+    monkeypatch.setattr(ability(c, Versions), "node_version", lambda node: reports[node])
     c.up(sc.cluster)
     assert calls[0] == "down" and calls[1][0] == "up"
     assert calls[1][1]["services"]["rabbit3"]["image"].startswith("mqchaos/rabbitmq:4.3")

@@ -25,8 +25,8 @@ class RabbitMQ(Broker):
     image = ImageSpec(repo="mqchaos/rabbitmq", context="rabbitmq")
     generations = GENERATIONS
 
-    def cluster_class(self) -> type[RabbitCluster]:
-        return RabbitCluster
+    def cluster_class(self, version: str | None = None) -> type[RabbitCluster]:
+        return RabbitCluster  # one topology for every version (4.3's lack of power loss: its generation's)
 
     def cluster(self, project: str | None = None, version: str | None = None) -> RabbitCluster:
         return RabbitCluster(project)  # one topology for every version: the settings carry it

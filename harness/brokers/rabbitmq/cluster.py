@@ -1,11 +1,12 @@
 """RabbitMQ cluster (rabbit1..3): lifecycle, node control, roles, recovery, introspection.
 What it asks and does is spelled out beside it: ``mgmt`` (the management HTTP API), ``ctl``
 (rabbitmqctl), ``queues`` (a queue's record read as master, mirrors, members; the roles),
-``recovery`` (stale partitions, forgetting a wiped node, failed boots); ``nodes`` names them."""
+``recovery`` (stale partitions, forgetting a wiped node, failed boots); ``nodes`` names them;
+``operations`` holds the operator's operations, the cluster's optional abilities (its
+``components``: membership, versions, feature flags, sync, placement, data files, restart_app)."""
 from __future__ import annotations
 
 import logging
-import re
 import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
@@ -15,14 +16,15 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.compose import ComposeCluster
 from harness.brokers.containers import docker
-from harness.brokers.protocol import (CONTAINER_CAPABILITIES, CORRUPT, FEATURES, MEMBERSHIP, PLACEMENT, RESTART_APP, SYNC, UPGRADE,
-                                     ClusterError, Recorder, Steady)
+from harness.brokers.capabilities import Versions, ability
+from harness.brokers.protocol import ClusterError, Recorder, Steady
 from harness.brokers.balancer import Balancer
 from harness.brokers.settings import Settings
 from harness.brokers.rabbitmq import ctl, mgmt, queues, recovery
 from harness.brokers.rabbitmq.ctl import parse_recoverable
 from harness.brokers.rabbitmq.generations import GENERATIONS, NODE_MONITOR_PARTITIONS, SEED_DISCOVERY, has
 from harness.brokers.rabbitmq.generations import PARTITION_HANDLING as HANDLES_PARTITIONS
+from harness.brokers.rabbitmq.operations import COMPONENTS
 from harness.brokers.rabbitmq.nodes import AMQP_PORTS, MGMT_PORTS, NODES, REPLICATED, erlang_node, short_node
 from harness.brokers.rabbitmq.queues import master_of
 from harness.brokers.rabbitmq.recovery import boot_failed
@@ -140,93 +142,10 @@ class RabbitCluster(ComposeCluster):
     generations = GENERATIONS
     data_mounts = {"rabbit": "/var/lib/rabbitmq"}
     fs_dirs = {"rabbit": "/var/lib/rabbitmq/mnesia"}  # RABBITMQ_MNESIA_BASE: queues, stores, metadata
-    capabilities = CONTAINER_CAPABILITIES | {RESTART_APP, CORRUPT, MEMBERSHIP, UPGRADE, FEATURES, SYNC, PLACEMENT}
     roles = queues.ROLES
     balancer_port = 5672
-    # (path glob under the mnesia base, file name glob, newest per directory or overall)
-    _DATA_FILES = {"wal": ("*/quorum/*", "*.wal", False), "segment": ("*/quorum/*", "*.segment", True),
-                   "stream": ("*/stream/*", "*.segment", True),
-                   # the metadata store: Khepri's Ra system (4.x) and Mnesia's table of durable queues
-                   "khepri": ("*/coordination/*", "*.wal", False),
-                   # the log (DCL) when the node has one, else the dump (DCD): the newest by name
-                   "mnesia": ("*", "rabbit_durable_queue.DC?", False)}
-    data_file_kinds = {"wal": "the quorum queues' newest Ra write-ahead log file",
-                       "segment": "each quorum queue member's newest Ra segment file",
-                       "stream": "each stream's newest segment file",
-                       "khepri": "the metadata store's (Khepri's) newest Ra write-ahead log file",
-                       "mnesia": "Mnesia's table of durable queues on disc (rabbit_durable_queue.DCL, else .DCD)"}
-
-    def members(self, subject: str) -> list[str]:
-        return queues.members_of(self.queue(subject) or {})["members"]
-
-    def change_member(self, op: str, node: str, subject: str) -> None:
-        """rabbitmq-queues add_member / delete_member, run on a running node other than
-        ``node`` (the member removed may be down)."""
-        verb = {"add": "add_member", "remove": "delete_member"}[op]
-        at = next((n for n in self.brokers() if n != node and self.running(n)), node)
-        self.exec(at, ["rabbitmq-queues", verb, subject, erlang_node(node)], timeout=120)
-
-    # ---- versions (issue 39) ------------------------------------------------------------
-    def node_version(self, node: str) -> str | None:
-        return ctl.server_version(self, node) if self.running(node) else None
-
-    def _running_node(self, what: str) -> str:
-        node = next((n for n in self.brokers() if self.running(n)), None)
-        if node is None:
-            raise ClusterError(f"no node runs to {what}")
-        return node
-
-    def features(self) -> dict[str, str]:
-        """Each feature flag's state, as a running node lists them."""
-        return {f["name"]: str(f.get("state")) for f in ctl.feature_flags(self, self._running_node("list the flags"))}
-
-    def finalize_features(self, params: dict) -> dict[str, str]:
-        """``rabbitmqctl enable_feature_flag all``, what the upgrade guide asks after a rolling
-        upgrade: every stable flag must then be enabled."""
-        node = self._running_node("enable the feature flags")
-        stable = [f["name"] for f in ctl.feature_flags(self, node) if f.get("stability") in ("stable", "required")]
-        self.rabbitmqctl(node, "enable_feature_flag", "all", timeout=float(params.get("timeout", 120)))
-        return {name: "enabled" for name in stable}
-
-    def sync_subject(self, op: str, subject: str) -> None:
-        """The management API's queue action (``sync`` / ``cancel_sync``): asynchronous, as
-        ``rabbitmqctl sync_queue`` is not (it waits for the end)."""
-        path = f"queues/%2F/{urllib.parse.quote(subject, safe='')}/actions"
-        node = self._running_node(f"{op} {subject}")
-        resp = self.http(node, "POST", path, json={"action": {"sync": "sync", "cancel": "cancel_sync"}[op]})
-        if resp.status_code not in (200, 201, 204):
-            raise ClusterError(f"{op} {subject} through {node}: HTTP {resp.status_code} {resp.text[:200]}")
-
-    def sync_state(self, subject: str) -> dict[str, Any]:
-        q = self.queue(subject) or {}
-        m = queues.mirrors_of(q)
-        state = str(q.get("state"))
-        return {"syncing": "sync" in state, "state": state,
-                "unsynchronised": sorted(set(m["mirrors"]) - set(m["synchronised"]))}
-
-    # the operator's move (seed 000's "trick", seed 001's "nodes" policy): a policy above the
-    # run's own (priority 0), ha-mode nodes on the chosen nodes, synchronised automatically
-    PLACE_POLICY, PLACE_PRIORITY = "mqchaos-place", 10
-
-    def place_subject(self, subject: str, nodes: list[str] | None) -> None:
-        if nodes is None:
-            mgmt.delete_policy(self, self.PLACE_POLICY)
-            return
-        self.set_policy(self.PLACE_POLICY, f"^{re.escape(subject)}$",
-                        {"ha-mode": "nodes", "ha-params": [erlang_node(n) for n in nodes],
-                         "ha-sync-mode": "automatic"}, priority=self.PLACE_PRIORITY)
-
-    def placement(self, subject: str) -> dict[str, Any]:
-        q = self.queue(subject) or {}
-        m = queues.mirrors_of(q)
-        return {"placed": q.get("policy") == self.PLACE_POLICY, "master": m["master"],
-                "replicas": sorted({m["master"], *m["mirrors"]} - {None})}
-
-    def data_files(self, node: str, kind: str, subject: str | None) -> list[tuple[str, int]]:
-        if kind not in self._DATA_FILES:
-            raise ClusterError(f"no {kind!r} data files (kinds: {', '.join(self.data_file_kinds)})")
-        path, name, per_dir = self._DATA_FILES[kind]
-        return self.newest_files(node, self.fs_dirs["rabbit"], f"{self.fs_dirs['rabbit']}/{path}", name, per_dir)
+    # the optional abilities (harness.brokers.capabilities): the operator's operations
+    components = ComposeCluster.components + COMPONENTS
 
     def __init__(self, project: str | None = None) -> None:
         super().__init__(project)
@@ -299,7 +218,7 @@ class RabbitCluster(ComposeCluster):
         self._compose_up(rest)
         self.wait_healthy(self.config.healthy_timeout, must_run=NODES)
         for node, version in self.config.node_versions.items():  # the premise of the run, proven
-            reported = self.node_version(node)
+            reported = ability(self, Versions).node_version(node)
             if not same_release(reported, version):
                 raise ClusterError(f"{node} was to run {version}, it reports {reported}")
         if self.config.balancer:
@@ -457,11 +376,6 @@ class RabbitCluster(ComposeCluster):
         return queues.resolve_role(self, name, arg)
 
     # ---- recovery ----------------------------------------------------------------------
-    def restart_app(self, node: str) -> None:
-        """``rabbitmqctl stop_app && start_app``: the documented recovery from a partition."""
-        self.rabbitmqctl(node, "stop_app", timeout=120)
-        self.rabbitmqctl(node, "start_app", timeout=120)
-
     def partition_handling(self) -> str:
         """The mode the running cluster was started with (its rendered rabbitmq.conf)."""
         conf = self.conf_dir() / "rabbitmq.conf"

@@ -45,6 +45,12 @@ def app_running(cluster, node: str) -> bool:
     return rc == 0 and out.strip().endswith("true")
 
 
+def restart_app(cluster, node: str) -> None:
+    """``rabbitmqctl stop_app && start_app``: the documented recovery from a partition."""
+    cluster.rabbitmqctl(node, "stop_app", timeout=120)
+    cluster.rabbitmqctl(node, "start_app", timeout=120)
+
+
 def list_queues(cluster, node: str, *info: str, timeout: float = 60) -> list[dict]:
     """``rabbitmqctl list_queues`` on ``node`` (asks the queue processes: not the stats DB).
     Default columns: name, type, messages, pid (the master's / leader's node)."""

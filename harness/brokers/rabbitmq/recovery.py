@@ -9,6 +9,7 @@ import time
 from datetime import datetime, timezone
 
 from harness.brokers.protocol import ClusterError, Recorder, Steady
+from harness.brokers.rabbitmq import ctl
 from harness.brokers.rabbitmq.nodes import NODES, erlang_node
 from harness.util import wait_until
 
@@ -41,7 +42,7 @@ def wait_whole(cluster, timeout: float, steady: Steady, record: Recorder, stale_
                     "partition_handling": handling, "waited_s": round(time.monotonic() - t0, 1),
                     "expected": handling == "ignore",
                     "recovery": f"rabbitmqctl stop_app && rabbitmqctl start_app on {node}"},
-                   lambda n=node: cluster.restart_app(n))
+                   lambda n=node: ctl.restart_app(cluster, n))
         except ClusterError as exc:
             # 3.10.8 on Erlang 25 (R7s, twice): the app's start hung in Erlang's global name
             # server ("Faking nodedown/nodeup", then nothing). The guide's recovery from a
