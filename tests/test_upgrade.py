@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nemesis import faults
+from nemesis import faults, kinds
 
 from fakes import FakeRabbit
 from harness import brokers
@@ -116,7 +116,7 @@ class RefusingFirst(VersionedRabbit):
 
 
 def test_finalize_asks_again_within_retry_s_and_keeps_each_refusal(tmp_path, monkeypatch):
-    monkeypatch.setattr(faults.time, "sleep", lambda s: None)  # the pause between asks
+    monkeypatch.setattr(kinds.time, "sleep", lambda s: None)  # the pause between asks
     c = RefusingFirst(tmp_path, refusals=2)
     with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False) as nem:
         f = nem.apply("finalize", retry_s=60)
@@ -222,23 +222,20 @@ def test_a_published_row_keeps_the_operations_evidence_and_not_the_faults(tmp_pa
 
 
 def test_controller_changes_are_membership_of_the_quorum(tmp_path):
-    from harness.brokers.protocol import QUORUM
-
     class QuorumRabbit(VersionedRabbit):  # a fake whose metadata quorum can lose and gain voters
-        voters = ["rabbit1", "rabbit2", "rabbit3"]
+        held = ["rabbit1", "rabbit2", "rabbit3"]
 
-        def members(self, subject):
-            assert subject == QUORUM
-            return list(self.voters)
+        def voters(self):
+            return list(self.held)
 
-        def change_member(self, op, node, subject):
-            self.calls.append((op, node, subject))
-            self.voters = [v for v in self.voters if v != node] + ([node] if op == "add" else [])
+        def change_voter(self, op, node):
+            self.calls.append((op, node, "voters"))
+            self.held = [v for v in self.held if v != node] + ([node] if op == "add" else [])
     c = QuorumRabbit(tmp_path)
     with Nemesis(c, tmp_path, clock=RunClock(), settle=0, handle_signals=False, subject="q") as nem:
         r = nem.apply("remove_controller", "rabbit3")
         a = nem.apply("add_controller", "rabbit3")
-    assert ("remove", "rabbit3", QUORUM) in c.calls and ("add", "rabbit3", QUORUM) in c.calls
+    assert ("remove", "rabbit3", "voters") in c.calls and ("add", "rabbit3", "voters") in c.calls
     assert r.details["evidence"]["members_after"] == ["rabbit1", "rabbit2"] and r.details["effective"]
     assert sorted(a.details["evidence"]["members_after"]) == c.nodes() and a.details["effective"]
 
