@@ -55,8 +55,7 @@ def test_a_five_broker_cluster_adds_kafka4_and_kafka5_as_copies_of_kafka3(tmp_pa
     monkeypatch.setattr(compose, "STATE_DIR", tmp_path)
     c = ZooKeeperCluster()
     assert c.brokers() == BROKERS and not c.size_override().exists()
-    c._size = KafkaConfig(brokers=5).brokers
-    c._write_size_override()
+    c.broker_nodes.resize(KafkaConfig(brokers=5).brokers)
     data = yaml.safe_load(c.size_override().read_text())
     base = yaml.safe_load((compose.COMPOSE_DIR / "kafka.yml").read_text())["services"]["kafka3"]
     k5 = data["services"]["kafka5"]
@@ -68,8 +67,7 @@ def test_a_five_broker_cluster_adds_kafka4_and_kafka5_as_copies_of_kafka3(tmp_pa
     assert again.brokers() == ["kafka1", "kafka2", "kafka3", "kafka4", "kafka5"]
     assert again.nodes() == ZK_NODES + again.brokers()
     assert again.client_endpoints()["kafka4"] == "127.0.0.1:9095"
-    c._size = 3
-    c._write_size_override()
+    c.broker_nodes.resize(3)
     assert not c.size_override().exists() and ZooKeeperCluster().brokers() == BROKERS
     # KRaft: five voters, each node's own
     props = KafkaConfig(brokers=5, version="4.1").properties("kafka5")
@@ -128,8 +126,8 @@ def consume_all(c: KafkaCluster, topic: str) -> list[str]:
 
 @pytest.mark.docker
 def test_up_healthy(cluster):
-    assert cluster.zk_quorum()
-    assert sorted(cluster.zk_mode(z) for z in ZK_NODES) == ["follower", "follower", "leader"]
+    assert cluster.ensemble.serves()
+    assert sorted(cluster.ensemble.mode(z) for z in ZK_NODES) == ["follower", "follower", "leader"]
     assert cluster.registered_brokers() == BROKERS
     assert cluster.metadata_brokers() == BROKERS
     assert cluster.controller() in BROKERS
@@ -232,8 +230,8 @@ def test_wipe_and_rejoin(cluster):
                                     check=False)[0] == 0, 30, "kafka3 to hold t-kill-0 again")
     # a ZooKeeper node loses its data and rejoins the ensemble
     cluster.wipe("zk3")
-    wait_until(cluster.zk_quorum, 60, "ZooKeeper quorum with zk3 back")
-    assert cluster.zk_mode("zk3") in ("follower", "leader")
+    wait_until(cluster.ensemble.serves, 60, "ZooKeeper quorum with zk3 back")
+    assert cluster.ensemble.mode("zk3") in ("follower", "leader")
     cluster.wait_healthy(60)
 
 

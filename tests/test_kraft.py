@@ -163,7 +163,7 @@ def test_roles_resolve_from_the_quorum_state_and_the_metadata(monkeypatch):
     # cluster has no ZooKeeper client to call
     assert sorted(n for n, _ in c.calls) == sorted(NODES * 9)
     assert all(cmd == ["cat", kraft.QUORUM_STATE] for _, cmd in c.calls)
-    assert not hasattr(c, "zk") and not hasattr(c, "registration_time")
+    assert not hasattr(c, "ensemble") and not hasattr(c, "zk") and not hasattr(c, "registration_time")
 
 
 def test_health_and_recovery_read_the_quorum_and_the_metadata(monkeypatch):
@@ -261,19 +261,21 @@ def test_a_port_cut_drops_that_ports_tcp_both_ways_and_nothing_else():
 
 
 def test_a_partition_step_with_ports_plans_the_controller_cut():
+    from nemesis.families.network import plan_partition
+
     c = KAFKA.cluster(version="4.1")
     c.address = {"kafka1": "10.0.0.1", "kafka2": "10.0.0.2", "kafka3": "10.0.0.3"}.__getitem__
     c.controller_and_epoch = lambda: ("kafka1", 4)
     ctx = faults.Ctx(c, random.Random(0), lambda: 0.0, subject="t/0")
     f = faults.Fault("f1", "partition", [])
-    faults.plan_partition(ctx, f, {"isolate": "controller"}, {"ports": "controller"})
+    plan_partition(ctx, f, {"isolate": "controller"}, {"ports": "controller"})
     assert f.details["ports"] == [19093] and f.details["grudge"]["kafka1"] == ["kafka2", "kafka3"]
     assert f.undo["rules"] == net.partition_rules(g.isolate("kafka1", NODES), c.address, "f1", [19093])
     assert f.describe() == "partition kafka1/kafka2 kafka1/kafka3 port 19093"
     with pytest.raises(TargetError, match="no traffic 'zookeeper' to cut"):
-        faults.plan_partition(ctx, faults.Fault("f2", "partition", []), "halves", {"ports": ["zookeeper"]})
+        plan_partition(ctx, faults.Fault("f2", "partition", []), "halves", {"ports": ["zookeeper"]})
     with pytest.raises(TargetError, match="only a partition cuts by port"):
-        faults.plan_partition(ctx, faults.Fault("f3", "loss", []), "halves", {"ports": "controller", "probability": 1})
+        plan_partition(ctx, faults.Fault("f3", "loss", []), "halves", {"ports": "controller", "probability": 1})
 
 
 # ---- what a scenario may not ask of a KRaft version ----------------------------------------

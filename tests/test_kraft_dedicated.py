@@ -82,17 +82,17 @@ def test_the_topology_is_written_with_the_config_and_read_back_by_another_proces
     monkeypatch.setattr(compose, "STATE_DIR", tmp_path)
     c = KAFKA.cluster(version="4.1")
     c.write_config(settings())
-    assert c.nodes() == CTRLS + BROKERS and c.voters() == CTRLS and c.controllers() == CTRLS
+    assert c.nodes() == CTRLS + BROKERS and c.controller_quorum.voters() == CTRLS and c.controllers() == CTRLS
     assert props((c.conf_dir() / "ctrl2.properties").read_text())["node.id"] == "3002"
-    override = yaml.safe_load(c.controllers_override().read_text())["services"]
+    override = yaml.safe_load(c.controller_nodes.override().read_text())["services"]
     assert sorted(override) == CTRLS and all("ports" not in svc for svc in override.values())
     assert override["ctrl1"]["environment"]["KAFKA_NODE"] == "ctrl1"
-    assert c.controllers_override() in c.overrides()
+    assert c.controller_nodes.override() in c.overrides()
     assert KAFKA.cluster(version="4.1").nodes() == CTRLS + BROKERS  # a dead run's heal, elsewhere
     combined = KAFKA.settings({})
     combined.version = "4.1"
     c.write_config(combined)
-    assert c.nodes() == BROKERS and c.voters() == BROKERS and not c.controllers_override().exists()
+    assert c.nodes() == BROKERS and c.controller_quorum.voters() == BROKERS and not c.controller_nodes.present()
 
 
 def test_the_entrypoint_formats_a_new_broker_beside_dedicated_controllers_but_not_a_migrated_one():
@@ -170,7 +170,7 @@ def test_a_restarted_controller_is_back_once_its_log_says_so_and_a_quorum_serves
     admin = FakeAdmin([1, 2, 3], {})
     c = dedicated(tmp_path, monkeypatch, admin)
     monkeypatch.setattr(c, "paused", lambda n: False)
-    assert not c._controller_back("ctrl1")  # its log: nothing since its start
+    assert not c.controller_quorum.back("ctrl1")  # its log: nothing since its start
     back = ("[2026-11-26 10:00:01,1] INFO [QuorumController id=3001] In the new epoch 5, the leader is 3002. "
             "(org.apache.kafka.controller.QuorumController)\n[2026-11-26 10:00:02,1] INFO [KafkaRaftServer "
             "nodeId=3001] Kafka Server started (kafka.server.KafkaRaftServer)\n")

@@ -8,9 +8,13 @@ import pytest
 import yaml
 
 from fakes import FakeRabbit
+from harness import brokers
+from harness.brokers.capabilities import CapabilityError, Features, Migration, QuorumMembership, Versions, ability
 from harness.brokers.kafka import kraft, migration
-from harness.brokers.kafka.cluster import MIGRATION_FILE, KafkaConfig, ZooKeeperCluster
+from harness.brokers.kafka.cluster import KafkaConfig, ZooKeeperCluster
+from harness.brokers.kafka.migration import MIGRATION_FILE
 from harness.brokers.kafka.nodes import broker_node
+from harness.brokers.kafka.operations import ZooKeeperMigration
 from harness.history import RunClock
 from harness.scenario import ScenarioError, load, parse
 from nemesis.core import Nemesis
@@ -62,13 +66,26 @@ def test_a_phase_out_of_order_or_unknown_is_refused_before_anything_acts(tmp_pat
     c = ZooKeeperCluster()
     monkeypatch.setattr(c, "state_dir", tmp_path)
     monkeypatch.setattr(c, "stop", lambda *a, **k: pytest.fail("nothing may be stopped"))
+    mig = ability(c, Migration)
     with pytest.raises(Exception, match="cannot follow none"):
-        c.migrate("brokers", {}, lambda: 0.0, [])
+        mig.migrate("brokers", {}, lambda: 0.0, [])
     (tmp_path / MIGRATION_FILE).write_text(json.dumps({"phase": "brokers"}))
     with pytest.raises(Exception, match="'finalize' cannot follow brokers"):
-        c.migrate("finalize", {}, lambda: 0.0, [])
+        mig.migrate("finalize", {}, lambda: 0.0, [])
     with pytest.raises(ValueError, match="params.phase must be one of controllers, brokers, kraft, finalize"):
-        c.migrate("zk", {}, lambda: 0.0, [])
+        mig.migrate("zk", {}, lambda: 0.0, [])
+
+
+def test_the_migration_is_the_zookeeper_topologys_ability_and_not_kraft_s():
+    """The ZooKeeper cluster's Migration component (issue 53); a KRaft cluster has none, and
+    no quorum membership is the ZooKeeper cluster's."""
+    kafka = brokers.get("kafka")
+    zk = kafka.cluster(version="3.9")
+    assert isinstance(ability(zk, Migration), ZooKeeperMigration) and ability(zk, Migration) is ability(zk, Migration)
+    assert zk.ability(QuorumMembership) is None
+    for version in ("3.9-kraft", "4.1"):
+        with pytest.raises(CapabilityError, match="no 'migration' ability"):
+            ability(kafka.cluster(version=version), Migration)
 
 
 KRAFT_START = "[2026-11-26 19:00:01,000] INFO [BrokerServer id=2] Transition from STARTING to STARTED (kafka.server.BrokerServer)"
@@ -110,11 +127,13 @@ def _zk_cluster(tmp_path, monkeypatch, phase):
     monkeypatch.setattr(c, "state_dir", tmp_path)
     if phase:
         (tmp_path / MIGRATION_FILE).write_text(json.dumps({"phase": phase}))
-    monkeypatch.setattr(c, "zk_children", lambda path: ["1", "2"])
+    monkeypatch.setattr(c.ensemble, "children", lambda path: ["1", "2"])
     monkeypatch.setattr(c, "metadata_brokers", lambda timeout=10: ["kafka1", "kafka2", "kafka3"])
-    monkeypatch.setattr(c, "zk_get_json", lambda path: {"/controller": {"brokerid": 3003, "kraftControllerEpoch": 7},
-                                                        "/controller_epoch": 2}.get(path))
-    monkeypatch.setattr(c, "quorum_views_of", lambda nodes: {n: {"leader": "ctrl1", "epoch": 9} for n in nodes})
+    monkeypatch.setattr(c.ensemble, "get_json", lambda path: {"/controller": {"brokerid": 3003, "kraftControllerEpoch": 7},
+                                                              "/controller_epoch": 2}.get(path))
+    # each of the migration's controllers (none before its first phase) names ctrl1 at epoch 9
+    monkeypatch.setattr(c.controller_quorum, "views", lambda: {n: {"leader": "ctrl1", "epoch": 9}
+                                                              for n in c.controllers()})
     return c
 
 
@@ -190,14 +209,16 @@ def test_the_migration_row_loads_on_zookeeper_only(tmp_path):
 
 def test_a_migrated_cluster_moves_to_kraft_versions_and_raises_its_metadata_version(tmp_path, monkeypatch):
     zk = _zk_cluster(tmp_path / "zk", monkeypatch, "kraft")
-    assert "is not a KRaft version" not in (zk.upgrade_reason("4.1") or "")
-    assert "not a ZooKeeper version" in zk.upgrade_reason("4.1") and zk.upgrade_reason("3.9") is None
-    assert zk.features() == {} and "once migrate_to_kraft has finalized" in zk.features_reason()
+    versions, features = ability(zk, Versions), ability(zk, Features)
+    assert "is not a KRaft version" not in (versions.upgrade_reason("4.1") or "")
+    assert "not a ZooKeeper version" in versions.upgrade_reason("4.1") and versions.upgrade_reason("3.9") is None
+    assert features.features() == {} and "once migrate_to_kraft has finalized" in features.features_reason()
     with pytest.raises(Exception, match="once migrate_to_kraft has finalized"):
-        zk.finalize_features({"release": "4.1"})
+        features.finalize_features({"release": "4.1"})
     done = _zk_cluster(tmp_path / "done", monkeypatch, "finalize")
-    assert done.upgrade_reason("4.1") is None and "not a KRaft version" in done.upgrade_reason("3.9")
-    assert done.features_reason() is None
+    versions = ability(done, Versions)
+    assert versions.upgrade_reason("4.1") is None and "not a KRaft version" in versions.upgrade_reason("3.9")
+    assert ability(done, Features).features_reason() is None
 
 
 def test_the_migrations_controllers_are_roles_a_fault_can_target(tmp_path, monkeypatch):
@@ -226,4 +247,5 @@ def test_a_controller_is_back_once_started_and_told_the_leader(tmp_path, monkeyp
     for log, back in ((told, False), (started, False), (told + "\n" + started, True),
                       ("[QuorumController id=3002] In the new epoch 7, the leader is (none).\n" + started, False)):
         monkeypatch.setattr(c, "since_start", lambda n, log=log: log)
-        assert c._rolled("ctrl2", "finalize") is back, log  # 4.1 logs its version after it is told
+        assert c.controller_quorum.back("ctrl2") is back, log  # 4.1 logs its version after it is told
+        assert ability(c, Migration)._rolled("ctrl2") is back, log  # what a phase that rolls it waits for

@@ -158,10 +158,13 @@ def test_rabbitmq_tools_answers_are_parsed():
 
 def test_kafka_upgrades_stay_in_their_metadata_mode():
     kafka = brokers.get("kafka")
-    assert kafka.cluster(version="3.9-kraft").upgrade_reason("4.1") is None
-    assert "not a ZooKeeper version" in kafka.cluster(version="3.9").upgrade_reason("4.1")
-    assert "not a KRaft version" in kafka.cluster(version="4.1").upgrade_reason("3.9")
-    assert "no version" in kafka.cluster(version="4.1").upgrade_reason("5.0")
+
+    def reason(version, to):  # the version's cluster's Versions component (kafka/operations.py)
+        return ability(kafka.cluster(version=version), Versions).upgrade_reason(to)
+    assert reason("3.9-kraft", "4.1") is None
+    assert "not a ZooKeeper version" in reason("3.9", "4.1")
+    assert "not a KRaft version" in reason("4.1", "3.9")
+    assert "no version" in reason("4.1", "5.0")
 
 
 def test_an_upgraded_node_keeps_its_image_in_every_later_compose_call(tmp_path, monkeypatch):
@@ -190,8 +193,11 @@ def test_kafka_membership_is_a_reassignment_of_the_partitions_replicas(monkeypat
                                                          "isr": ["kafka1", "kafka2", "kafka3"]}])
     monkeypatch.setattr(c, "running", lambda node: True)
     monkeypatch.setattr(c, "exec", lambda node, cmd, check=True, timeout=60: ran.append((node, cmd)) or (0, ""))
-    assert c.members("t") == ["kafka1", "kafka2", "kafka3"]
-    c.change_member("remove", "kafka1", "t/0")
+    from harness.brokers.capabilities import Membership
+
+    members = ability(c, Membership)  # the partition's replicas (kafka/operations.py's KafkaMembership)
+    assert members.members("t") == ["kafka1", "kafka2", "kafka3"]
+    members.change_member("remove", "kafka1", "t/0")
     (at, write), (_, tool) = ran
     assert at == "kafka2"  # never the node that loses its replica
     plan = json.loads(write[-1].split("'")[3])
@@ -265,7 +271,9 @@ def test_kafka_features_are_asked_of_the_next_broker_when_one_cannot_answer(monk
         return 0, "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tFinalizedVersionLevel: 4.1-IV1\tEpoch: 3\n"
     monkeypatch.setattr(c, "running", lambda node: True)
     monkeypatch.setattr(c, "exec", exec_)
-    assert c.features() == {"metadata.version": "4.1-IV1"} and asked == ["kafka1", "kafka2"]
+    from harness.brokers.capabilities import Features
+
+    assert ability(c, Features).features() == {"metadata.version": "4.1-IV1"} and asked == ["kafka1", "kafka2"]
 
 
 class SyncingRabbit(VersionedRabbit):

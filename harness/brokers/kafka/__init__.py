@@ -1,6 +1,8 @@
 """The Kafka plug-in: three brokers (kafka1..3) with a ZooKeeper ensemble (zk1..3, 3.9) or in
-KRaft mode (3.9-kraft, 4.1: each node also a controller voter), from the jars on Maven
-Central; confluent-kafka clients (a producer per scenario's acks, a reader in the drain)."""
+KRaft mode (3.9-kraft, 4.1: each node also a controller voter, or the controllers apart), from
+the jars on Maven Central; confluent-kafka clients (a producer per scenario's acks, a reader in
+the drain). Each version's topology is a cluster class of its own (``cluster_class``), whose
+components give its operation families (``operations``)."""
 from __future__ import annotations
 
 import logging
@@ -20,7 +22,8 @@ from harness.context import Drained, RunContext
 from harness.history import JsonlWriter
 from harness.brokers.kafka import observe, segments
 from harness.brokers.kafka.clients import KafkaProducerWorker, KafkaReader
-from harness.brokers.kafka.cluster import KafkaCluster, KafkaConfig, ZooKeeperCluster
+from harness.brokers.kafka.cluster import KafkaCluster, ZooKeeperCluster
+from harness.brokers.kafka.config import KafkaConfig
 from harness.brokers.kafka.generations import GENERATIONS, ZOOKEEPER, has, pom
 from harness.brokers.kafka.kraft_cluster import KRaftCluster
 from harness.brokers.kafka.model import KafkaScenario
@@ -120,13 +123,14 @@ class Kafka(Broker):
                       tools=(("mvn", "maven"),), prepare=_jars)
     generations = GENERATIONS
 
-    def cluster_class(self) -> type[KafkaCluster]:
-        return KafkaCluster
+    def cluster_class(self, version: str | None = None) -> type[KafkaCluster]:
+        """The version's topology: with a ZooKeeper ensemble (3.9) or in KRaft mode (its
+        controller quorum combined with the brokers or apart: the settings')."""
+        return ZooKeeperCluster if has(self.generation(version).name, ZOOKEEPER) else KRaftCluster
 
     def cluster(self, project: str | None = None, version: str | None = None) -> KafkaCluster:
-        """The version's topology: with ZooKeeper nodes (3.9) or in KRaft mode."""
         version = self.generation(version).name
-        return (ZooKeeperCluster if has(version, ZOOKEEPER) else KRaftCluster)(project, version)
+        return self.cluster_class(version)(project, version)
 
     def dump_config_keys(self, image_ref: str) -> dict[str, Any]:
         """server.properties' and topic configs' names, from Kafka's own ConfigDefs (the

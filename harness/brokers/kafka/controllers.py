@@ -12,7 +12,10 @@ combined mode, where the followers are two of the three voters).
   broker a migration's KRaft broker (``migration.broker_properties``: ``process.roles=broker``,
   its broker id as node id, the controllers' quorum, no CONTROLLER listener of its own).
 - Containers: copies of the compose file's kafka3 in a compose override of their own, no
-  published port, read back by a dead run's heal from that override (``ControllerNodes``).
+  published port, read back by a dead run's heal from that override (``ControllerNodes``, a
+  service of the cluster's: ``services``).
+- The quorum they form: ``quorum.ControllerQuorum`` (the same value as a combined quorum's,
+  its voters ctrl1..3).
 - The cluster's view (``agreed_view``): no broker holds the controller's record, and a
   controller answers no client's Metadata request, so the cluster's leader and ISR are the
   view the brokers agree on, each broker's answer taken only when every other answering
@@ -29,6 +32,7 @@ from typing import Any, Literal, Mapping
 from harness.brokers.kafka import migration
 from harness.brokers.kafka.kraft import ZOOKEEPER_KEYS
 from harness.brokers.kafka.nodes import CONTROLLERS
+from harness.brokers.kafka.services import write_copies
 
 TOPOLOGIES = ("combined", "dedicated")
 Topology = Literal["combined", "dedicated"]
@@ -66,27 +70,29 @@ def agreed_view(views: Mapping[str, list[dict]], alive: Mapping[str, list[str] |
 
 
 class ControllerNodes:
-    """ctrl1..3 as compose services of a Kafka cluster (a ``KafkaCluster`` mixin): their
-    override file, placed right after the size override, so that the later overrides (an
-    upgraded node's image, the CPU weight) apply to them too; placed last, their copied image
-    line would undo an upgrade of theirs (U4c's first run)."""
+    """ctrl1..3 as a compose service of their own (kafkatest's isolated controllers): their
+    override file, whose presence is the record that the cluster has them (a dead run's heal
+    reads it). The cluster places it right after the size override, so that the later
+    overrides (an upgraded node's image, the CPU weight) apply to them too; placed last, their
+    copied image line would undo an upgrade of theirs (U4c's first run)."""
 
-    def overrides(self) -> list[Path]:
-        size, *rest = super().overrides()  # type: ignore[misc]
-        return [size, self.controllers_override(), *rest]
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
 
-    def controllers_override(self) -> Path:
-        return self.state_dir / OVERRIDE  # type: ignore[attr-defined]
+    def override(self) -> Path:
+        return self.cluster.state_dir / OVERRIDE
 
-    def write_controllers_override(self, what: str) -> None:
+    def present(self) -> bool:
+        return self.override().exists()
+
+    def write(self, what: str) -> None:
         """ctrl1..3 as copies of the compose file's kafka3, no published port (only the
         cluster's nodes talk to a controller)."""
-        self._write_copies(self.controllers_override(), what,  # type: ignore[attr-defined]
-                           {node: (octet, None) for node, octet in CONTROLLER_OCTETS.items()})
+        write_copies(self.cluster, self.override(), what,
+                     {node: (octet, None) for node, octet in CONTROLLER_OCTETS.items()})
 
-    def down(self) -> None:
-        super().down()  # type: ignore[misc]
-        self.controllers_override().unlink(missing_ok=True)
+    def remove(self) -> None:
+        self.override().unlink(missing_ok=True)
 
 
 __all__ = ["BROKER_ONLY", "ControllerNodes", "TOPOLOGIES", "Topology", "agreed_view", "broker_properties",

@@ -18,7 +18,8 @@ Where the metadata is read from, since there is no ZooKeeper:
 - registered brokers: the metadata's broker list (unfenced brokers);
 - with dedicated controllers, the voters are ctrl1..3 and no broker replays the controller's
   log as its leader: the cluster's view is the one the brokers agree on
-  (``controllers.agreed_view``, ``view_from: brokers``);
+  (``controllers.agreed_view``, ``view_from: brokers``). The quorum is a value of the cluster
+  (``quorum.ControllerQuorum``), its voters the brokers or ctrl1..3;
 - a partition's ELR (4.1): kafka-topics, a JVM start, so read rarely and in the background
   (``ElrReader``).
 """
@@ -28,17 +29,16 @@ import threading
 import time
 from typing import Any
 
-from harness.brokers.protocol import QUORUM, ClusterError, Role
-from harness.brokers.kafka import adminclient, migration
+from harness.brokers.protocol import ClusterError, Role
+from harness.brokers.kafka import adminclient
 from harness.brokers.kafka.adminclient import partitions_of
 from harness.brokers.kafka.cluster import INTERNAL_PORT, ZK_NODES, KafkaCluster, KafkaConfig
-from harness.brokers.kafka.controllers import ControllerNodes, agreed_view
-from harness.brokers.kafka.nodes import CONTROLLERS, broker_node, node_id
+from harness.brokers.kafka.controllers import agreed_view
+from harness.brokers.kafka.nodes import CONTROLLERS, broker_node
 from harness.brokers.kafka.generations import ELR, has
-from harness.brokers.kafka.kraft import (CONTROLLER_PORT, active_controller, controller_command,
-                                         parse_elr, quorum_leader,
-                                         quorum_status, quorum_status_command, topic_describe_command,
-                                         voter_directories)
+from harness.brokers.kafka.kraft import CONTROLLER_PORT, active_controller, parse_elr, quorum_leader, topic_describe_command
+from harness.brokers.kafka.operations import KRaftVoters
+from harness.brokers.kafka.quorum import ControllerQuorum
 from harness.util import wait_until
 
 NO_ZOOKEEPER = ("Kafka in KRaft mode (3.9-kraft, 4.1) has no ZooKeeper: cut a node from the controllers with "
@@ -49,10 +49,13 @@ NO_ZOOKEEPER = ("Kafka in KRaft mode (3.9-kraft, 4.1) has no ZooKeeper: cut a no
 BROKERS_VIEW = "brokers"
 
 
-class KRaftCluster(ControllerNodes, KafkaCluster):
+class KRaftCluster(KafkaCluster):
+    """Kafka in KRaft mode: the brokers and a controller quorum (``controller_quorum``), combined
+    with them or apart (``controllers``: ctrl1..3, with ``kraft_controllers: dedicated``)."""
     compose_file = "kafka-kraft.yml"
     zookeeper = False
     quorum_what = "a controller quorum leader"
+    components = KafkaCluster.components + (KRaftVoters,)
     roles = {**KafkaCluster.roles,
              "controller": Role("controller", "the active controller (the KRaft quorum's leader)"),
              "voters": Role("voters", "the controller quorum's voters (every node in combined mode; ctrl1..3 "
@@ -64,89 +67,48 @@ class KRaftCluster(ControllerNodes, KafkaCluster):
 
     def __init__(self, project: str | None = None, version: str | None = None) -> None:
         super().__init__(project, version)
+        # a static quorum (controller.quorum.voters), whatever each voter's state: every node
+        # in combined mode, else the dedicated controllers (their override is the record a
+        # dead run's heal reads)
+        self.controller_quorum = ControllerQuorum(self, lambda: self.controllers() or self.brokers())
         self._elr = ElrReader(self)
         self._alive: dict[str, list[str]] = {}  # node -> the brokers its last answer listed as alive
 
-    # ---- the controllers as members (issue 39, KIP-853) ----------------------------------
-    def _status(self) -> str:
-        """``describe --status`` asked of a running node's controller listener."""
-        for node in (n for n in self.voters() if self.running(n)):
-            rc, out = self.exec(node, quorum_status_command(node), check=False, timeout=120)
-            if rc == 0 and "CurrentVoters" in out:
-                return out
-        raise ClusterError("no controller answered describe --status")
-
-    def members(self, subject: str) -> list[str]:
-        """``QUORUM``: the metadata quorum's voters (KIP-853); else a partition's replicas."""
-        return quorum_status(self._status())["voters"] if subject == QUORUM else super().members(subject)
-
-    def change_member(self, op: str, node: str, subject: str) -> None:
-        """``QUORUM``: kafka-metadata-quorum remove-controller (the voter's id and directory id,
-        run through another running node), or add-controller run on the node itself with its
-        own configuration (what the tool needs to find its metadata directory)."""
-        if subject != QUORUM:
-            return super().change_member(op, node, subject)
-        other = next((n for n in self.voters() if n != node and self.running(n)), None)
-        if other is None:
-            raise ClusterError("no other running node to change the controllers through")
-        if op == "remove":
-            directory = voter_directories(self._status()).get(node)
-            if not directory:
-                raise ClusterError(f"{node} is no voter with a directory id (a static quorum?)")
-            self.exec(other, controller_command(other, "remove-controller", "--controller-id", str(node_id(node)),
-                                                "--controller-directory-id", directory), timeout=120)
-        else:
-            self.exec(node, controller_command(other, "--command-config", f"/mqchaos/conf/{node}.properties",
-                                               "add-controller"), timeout=120)
-
     def nodes(self) -> list[str]:
         return self.controllers() + self.brokers()  # the controllers first: the brokers register with them
-
-    def controllers(self) -> list[str]:
-        """The dedicated controllers, if the cluster was brought up with them (their compose
-        override is the record a dead run's heal reads)."""
-        return list(CONTROLLERS) if self.controllers_override().exists() else []
-
-    def voters(self) -> list[str]:
-        """A static quorum (controller.quorum.voters), whatever each voter's state: every node
-        in combined mode, else the dedicated controllers."""
-        return self.controllers() or self.brokers()
 
     def write_config(self, config: KafkaConfig) -> None:
         """The brokers' files, and with ``kraft_controllers: dedicated`` the controllers' and
         their compose override (else none: a combined cluster)."""
         super().write_config(config)
         if config.kraft_controllers != "dedicated":
-            self.controllers_override().unlink(missing_ok=True)
+            self.controller_nodes.remove()
             return
-        self.write_controllers_override("a KRaft cluster's dedicated controllers")
+        self.controller_nodes.write("a KRaft cluster's dedicated controllers")
         for node in CONTROLLERS:
             (self.conf_dir() / f"{node}.properties").write_text(config.properties(node))
 
     def role_nodes(self, name: str) -> list[str]:
-        return self.voters() if name == "voters" else super().role_nodes(name)
+        return self.controller_quorum.voters() if name == "voters" else super().role_nodes(name)
 
     # ---- the quorum, from each node's own view -----------------------------------------
-    def quorum_views(self) -> dict[str, dict | None]:
-        return self.quorum_views_of(self.voters())
-
     def quorum(self) -> bool:
-        return quorum_leader(self.quorum_views(), self.voters()) is not None
+        return self.controller_quorum.serves()
 
     def controller_and_epoch(self) -> tuple[str | None, int | None]:
-        return active_controller(self.quorum_views())
+        return self.controller_quorum.active()
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "quorum_views": self.quorum_views()}
+        return {**super().describe(), "quorum_views": self.controller_quorum.views()}
 
     def view_source(self) -> tuple[str | None, str | None, int | None]:
         """The node whose broker's view is the cluster's: the raft leader a majority of the
         voters' own views name at its epoch (None when none does: mid-election, or most nodes
         unreadable); and the active controller with its epoch, from the same reading."""
-        views = self.quorum_views()
+        views = self.controller_quorum.views()
         if self.controllers():  # no broker is the controller: the brokers' agreed view
             return (BROKERS_VIEW, *active_controller(views))
-        return (quorum_leader(views, self.voters()), *active_controller(views))
+        return (quorum_leader(views, self.controller_quorum.voters()), *active_controller(views))
 
     def view_partitions(self, source: str | None, topic: str, views: dict[str, list[dict]]) -> list[dict] | None:
         if source != BROKERS_VIEW:
@@ -192,14 +154,7 @@ class KRaftCluster(ControllerNodes, KafkaCluster):
         """A dedicated controller: started, told who leads (or leading), and a quorum serves."""
         if node not in self.controllers():
             return super().wait_rejoined(node, timeout)
-        wait_until(lambda: self._controller_back(node), timeout, f"{node} back in the controllers' quorum", 1.0)
-
-    def _controller_back(self, node: str) -> bool:
-        if not self.running(node) or self.paused(node):
-            return False
-        log = self.since_start(node)
-        return (migration.CONTROLLER_STARTED in log and bool(migration.CONTROLLER_JOINED.search(log))
-                and self.quorum())
+        wait_until(lambda: self.controller_quorum.back(node), timeout, f"{node} back in the controllers' quorum", 1.0)
 
     def elr(self, topic: str, partition: int, below_min_isr: bool) -> tuple[list[str] | None, float | None]:
         """Read again (in the background, when the last read is old enough) while the ELR can

@@ -21,9 +21,14 @@ The phases, in the order an operator walks them (``PHASES``), each an operation 
 
 Rollback to ZooKeeper is possible until ``finalize`` (the docs' "reverting to ZooKeeper
 mode"); it is not offered here.
+
+The phase begun last is recorded in the cluster's state directory (``MigrationRecord``), which
+the cluster's readers follow; the operation itself is the ZooKeeper cluster's ``Migration``
+component (``operations.ZooKeeperMigration``).
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -135,5 +140,34 @@ def reached(phase: str, state: dict[str, Any]) -> bool:
             and state.get("registered") == sorted(brokers))
 
 
-__all__ = ["MIGRATED", "MIGRATION_FLAG", "PHASES", "broker_mode", "broker_properties", "check_phase",
-           "controller_properties", "phase_index", "quorum_voters", "reached", "zk_cluster_id"]
+MIGRATION_FILE = "migration.json"  # the migration's phase begun last (a dead run's heal reads it)
+
+
+class MigrationRecord:
+    """The phase begun last, in the cluster's state directory: recorded before the phase acts,
+    gone with the cluster."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+
+    def phase(self) -> str | None:
+        """None: no phase begun (the cluster is ZooKeeper's)."""
+        try:
+            return json.loads((self.cluster.state_dir / MIGRATION_FILE).read_text()).get("phase")
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def past(self, phase: str) -> bool:
+        """Has ``phase`` begun (or one after it)?"""
+        return phase_index(self.phase()) >= PHASES.index(phase)
+
+    def begin(self, phase: str) -> None:
+        (self.cluster.state_dir / MIGRATION_FILE).write_text(json.dumps({"phase": phase}))
+
+    def clear(self) -> None:
+        (self.cluster.state_dir / MIGRATION_FILE).unlink(missing_ok=True)
+
+
+__all__ = ["MIGRATED", "MIGRATION_FILE", "MIGRATION_FLAG", "PHASES", "MigrationRecord", "broker_mode",
+           "broker_properties", "check_phase", "controller_properties", "phase_index", "quorum_voters", "reached",
+           "zk_cluster_id"]

@@ -7,7 +7,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.brokers.settings import closest, config_keys, raw_text
 from harness.brokers.kafka import values
-from harness.brokers.kafka.cluster import KafkaConfig
+from harness.brokers.kafka.config import KafkaConfig
 from harness.brokers.kafka.generations import ZOOKEEPER, has
 from harness.probes import spread_names
 from harness.spec import BaseScenario, BaseWorkload, Strict
