@@ -210,3 +210,20 @@ def test_the_migration_record_is_json_in_the_state_directory(tmp_path, monkeypat
     zk.migration.begin("kraft")
     assert json.loads((zk.state_dir / "migration.json").read_text()) == {"phase": "kraft"}
     assert zk.migration.past("brokers") and not zk.migration.past("finalize") and zk.metadata_on_zookeeper()
+
+
+def test_a_node_is_not_moved_to_the_other_metadata_modes_image(tmp_path, monkeypatch):
+    """What pin_versions refused before the versions became a component: no compose call, no
+    image override, for a version of the other mode."""
+    monkeypatch.setattr(compose, "STATE_DIR", tmp_path)
+    monkeypatch.setattr(compose, "run", lambda cmd, **kw: pytest.fail(f"no compose call: {cmd}"))
+    c = KAFKA.cluster(version="3.9")
+    with pytest.raises(ClusterError, match="not a ZooKeeper version"):
+        ability(c, Versions).upgrade_node("kafka1", "4.1")
+    assert not c.image_override().exists()
+    seen = []
+    monkeypatch.setattr(compose, "run", lambda cmd, **kw: seen.append(cmd))
+    k = KAFKA.cluster(version="3.9-kraft")
+    ability(k, Versions).upgrade_node("kafka2", "4.1")
+    assert json.loads(k.image_override().read_text())["services"]["kafka2"]["image"].startswith("mqchaos/kafka:4.1")
+    assert seen[-1][-1] == "kafka2" and "--no-deps" in seen[-1]

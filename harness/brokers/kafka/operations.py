@@ -66,6 +66,14 @@ class KafkaVersions(ImageVersions):
             return f"kafka {version} is not a {mode} version: a node of this cluster cannot run it on its data"
         return reason
 
+    def upgrade_node(self, node: str, version: str) -> None:
+        """Refused before any compose call when the version is of the other metadata mode (the
+        compose cluster's own check, ``version_reason``, knows no modes)."""
+        reason = self.upgrade_reason(version)
+        if reason:
+            raise ClusterError(reason)
+        super().upgrade_node(node, version)
+
 
 class KafkaFeatures:
     """Features (issue 39): metadata.version, KRaft's (a ZooKeeper cluster's once its migration
