@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -51,65 +52,109 @@ def _join(*parts) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "")
 
 
-def generate(n: int, k: int, seed: int = 7) -> Path:
-    run = DATA / f"cycles-v1-{n}-{k}"
-    plain = run / "history" / "plain"
-    if (plain / "_done").exists():
-        return run
-    rng = np.random.default_rng(seed)
+@dataclass
+class _Schedule:
+    """The history before any plant: in each unit a producer's transaction writes SIZE
+    messages, then its processor's transaction reads them and writes their outputs; one
+    entry per write (its transaction, place in it, producer, sequence, partition, offset)."""
+    units: int
+    txn: np.ndarray     # txn j: even the producer's of unit j // 2, odd its processor's
+    i: np.ndarray       # the write's place in its transaction
+    is_x: np.ndarray    # written by a processor (an output)
+    prod: np.ndarray
+    useq: np.ndarray
+    part: np.ndarray
+    offset: np.ndarray  # STRIDE apart per partition, in schedule order: no cycle of its own
+    t: np.ndarray       # transaction j runs at time j
+
+
+def _schedule(n: int) -> _Schedule:
     units = n // (2 * SIZE)
-    txns = 2 * units                      # txn j: even the producer's of unit j // 2, odd its processor's
+    txns = 2 * units
     w = np.arange(txns * SIZE)            # one write each
     txn, i = w // SIZE, w % SIZE
-    unit, is_x = txn // 2, txn % 2 == 1
-    prod, useq = unit % P, (unit // P) * SIZE + i
+    unit = txn // 2
     part = i % PARTS
     offset = np.empty(len(w), np.int64)
     for p in range(PARTS):
         idx = np.flatnonzero(part == p)
         offset[idx] = np.arange(len(idx)) * STRIDE
-    t = np.arange(txns, dtype=float)     # transaction j runs at time j
-    slots = np.arange(1, units - 2, 3)
-    pick = rng.choice(slots, 5 * k, replace=False)
-    g0, g1c, g1c_wr, twice, unproc = (pick[j * k:(j + 1) * k] for j in range(5))
+    return _Schedule(units=units, txn=txn, i=i, is_x=txn % 2 == 1, prod=unit % P, useq=(unit // P) * SIZE + i,
+                     part=part, offset=offset, t=np.arange(txns, dtype=float))
 
-    def at(tx, ii):  # the write index of transaction tx's message ii
-        return tx * SIZE + ii
+
+@dataclass
+class _Plants:
+    """Where each kind of plant went (units three apart) and what it changed beside the
+    schedule's offsets: the writes kept, one extra committed write per 'processed twice'."""
+    g1c_wr: np.ndarray
+    keep: np.ndarray
+    extra: np.ndarray
+    extra_off: np.ndarray
+    extra_txn: np.ndarray
+
+
+def _at(tx, ii):
+    """The write index of transaction tx's message ii."""
+    return tx * SIZE + ii
+
+
+def _plant(s: _Schedule, k: int, rng) -> _Plants:
+    """Every kind of plant made ``k`` times; ``s.offset`` changed in place."""
+    offset = s.offset
+    pick = rng.choice(np.arange(1, s.units - 2, 3), 5 * k, replace=False)
+    g0, g1c, g1c_wr, twice, unproc = (pick[j * k:(j + 1) * k] for j in range(5))
     # G0: a processor's write on partition 1 and the next producer's trade offsets
-    a, b = at(2 * g0 + 1, 1), at(2 * g0 + 2, 1)
+    a, b = _at(2 * g0 + 1, 1), _at(2 * g0 + 2, 1)
     offset[a], offset[b] = offset[b].copy(), offset[a].copy()
     # G1c: a processor's outputs just before its inputs' first write on each partition
     for ii in range(SIZE):
-        x = at(2 * g1c + 1, ii)
-        offset[x] = offset[at(2 * g1c, ii % PARTS)] - STRIDE + 1 + ii // PARTS
-    keep = np.ones(len(w), bool)
-    keep[at(2 * unproc + 1, SIZE - 1)] = False  # an input's output never written
+        x = _at(2 * g1c + 1, ii)
+        offset[x] = offset[_at(2 * g1c, ii % PARTS)] - STRIDE + 1 + ii // PARTS
+    keep = np.ones(len(offset), bool)
+    keep[_at(2 * unproc + 1, SIZE - 1)] = False  # an input's output never written
     # a second committed write of an output, by the next unit's processor, after its last on partition 0
     last0 = max(ii for ii in range(SIZE) if ii % PARTS == 0)
-    extra = at(2 * twice + 1, 0)
-    extra_off = offset[at(2 * twice + 3, last0)] + 1
-    extra_txn = txn[extra] + 2
+    extra = _at(2 * twice + 1, 0)
+    return _Plants(g1c_wr=g1c_wr, keep=keep, extra=extra, extra_off=offset[_at(2 * twice + 3, last0)] + 1,
+                   extra_txn=s.txn[extra] + 2)
 
-    wi = np.concatenate([np.flatnonzero(keep), extra])
-    w_txn = np.concatenate([txn[keep], extra_txn])
-    w_off = np.concatenate([offset[keep], extra_off])
-    w_t = t[w_txn]
-    ident_p = _str("p", prod[wi])
-    x_out = is_x[wi]
+
+def _produce(s: _Schedule, pl: _Plants) -> pa.Table:
+    """The committed writes (the kept ones, then the extra ones) as produce records."""
+    keep = pl.keep
+    wi = np.concatenate([np.flatnonzero(keep), pl.extra])
+    w_txn = np.concatenate([s.txn[keep], pl.extra_txn])
+    w_off = np.concatenate([s.offset[keep], pl.extra_off])
+    w_t = s.t[w_txn]
+    ident_p = _str("p", s.prod[wi])
+    x_out = s.is_x[wi]
     producer = pa.array(np.where(x_out, pc.binary_join_element_wise(ident_p, pa.scalar(".x"), "").to_numpy(
         zero_copy_only=False), ident_p.to_numpy(zero_copy_only=False)).astype(object), pa.string())
-    msg = _join(producer, pa.scalar("-"), pa.array(useq[wi]).cast(pa.string()))
-    inp = _join(ident_p, pa.scalar("-"), pa.array(useq[wi]).cast(pa.string()))
-    names_t = np.where(is_x[wi], "x0-t", "p-t")
+    msg = _join(producer, pa.scalar("-"), pa.array(s.useq[wi]).cast(pa.string()))
+    inp = _join(ident_p, pa.scalar("-"), pa.array(s.useq[wi]).cast(pa.string()))
+    names_t = np.where(s.is_x[wi], "x0-t", "p-t")
     txn_name = _join(pa.array(names_t.astype(object), pa.string()), pa.array(w_txn).cast(pa.string()))
-    source = _str("t:", part[wi])
-    produce = pa.table({
-        "msg_id": msg, "producer": producer, "seq": pa.array(useq[wi], pa.int64()),
+    return pa.table({
+        "msg_id": msg, "producer": producer, "seq": pa.array(s.useq[wi], pa.int64()),
         "outcome": pa.array(np.full(len(wi), "ok", object), pa.string()), "t_invoke": w_t, "t_complete": w_t + 0.2,
         "node": pa.nulls(len(wi), pa.string()), "error": pa.nulls(len(wi), pa.string()),
-        "source": source, "offset": pa.array(w_off, pa.int64()), "txn": txn_name, "t_commit": w_t + 0.1,
+        "source": _str("t:", s.part[wi]), "offset": pa.array(w_off, pa.int64()), "txn": txn_name,
+        "t_commit": w_t + 0.1,
         "from_msg": pa.array(np.where(x_out, inp.to_numpy(zero_copy_only=False), None).astype(object), pa.string())})
-    consume = _reads(produce, txn, is_x, i, t, g1c_wr, np.sort(np.flatnonzero(~keep)))
+
+
+def generate(n: int, k: int, seed: int = 7) -> Path:
+    """The history of ``n`` writes with every plant made ``k`` times, as the checker reads
+    it (the Parquet copy, empty JSONL beside it); kept: a second call reads it again."""
+    run = DATA / f"cycles-v1-{n}-{k}"
+    plain = run / "history" / "plain"
+    if (plain / "_done").exists():
+        return run
+    s = _schedule(n)
+    plants = _plant(s, k, np.random.default_rng(seed))
+    produce = _produce(s, plants)
+    consume = _reads(produce, s.txn, s.is_x, s.i, s.t, plants.g1c_wr, np.sort(np.flatnonzero(~plants.keep)))
     for kind, tbl in (("produce", produce), ("consume", consume)):
         (plain / kind).mkdir(parents=True, exist_ok=True)
         pq.write_table(tbl, plain / kind / "part-0.parquet")

@@ -299,7 +299,7 @@ def test_falls_within_every_repetition_of_enough(runs, expected):
 
 
 def test_throughput_measures_per_method_with_the_ratio_range():
-    from harness.brokers.rabbitmq.probes import throughput_measures
+    from harness.brokers.rabbitmq.load_probes import throughput_measures
     runs = {"confirms": {"none": [1000, 1200, 900, 1000, 1100], "all": [400, 300, 350, 350, 350]},
             "perftest": {"none": [15000, 14000], "all": [3000, 3500]}}
     m = throughput_measures(runs, {"all": "none"}, "confirms")
@@ -316,7 +316,7 @@ def test_throughput_measures_per_method_with_the_ratio_range():
 
 
 def test_confirm_latency_percentiles_by_nearest_rank():
-    from harness.brokers.rabbitmq.probes import confirm_latency, latency_measures
+    from harness.brokers.rabbitmq.load_probes import confirm_latency, latency_measures
 
     recs = [{"outcome": "ok", "t_invoke": 10.0, "t_complete": 10.0 + ms / 1000} for ms in range(100, 0, -1)]
     recs += [{"outcome": "fail", "t_invoke": 1.0, "t_complete": 9.0}, {"outcome": "ok", "t_invoke": 1.0}]
@@ -420,7 +420,7 @@ def test_grows_by_the_first_and_last_intervals(first, last, expected):
 
 
 def test_sync_measures_pair_the_modes_by_repetition():
-    from harness.brokers.rabbitmq.probes import sync_measures
+    from harness.brokers.rabbitmq.load_probes import sync_measures
     runs = {"fill_s": {}, "window_s": {"1000": [3, 3, 4], "9000": [30, 31, 29]},
             "automatic": {"1000": [0.7, 0.6, 0.8], "9000": [9.0, 10.0, 11.0]},
             "manual": {"1000": [0.6, 0.6, 0.6], "9000": [0.5, 0.6, 0.7]}}
