@@ -10,7 +10,7 @@ import http.server
 from pathlib import Path
 
 from harness import identity, rows, store
-from harness.verdicts import NOT_APPLICABLE
+from harness.verdicts import NOT_APPLICABLE, RunStatus
 
 
 def run_rows(root: Path) -> list[dict]:
@@ -38,7 +38,7 @@ def _row(d: Path, info: dict, check: dict) -> dict:
     row = {"id": info.get("id"), "scenario": info.get("scenario") or d.parent.name,
            "broker": info.get("broker"), "brokers": info.get("brokers"),
            "not_applicable": info.get("status") == NOT_APPLICABLE,
-           "harness_error": info.get("status") not in (None, "completed", NOT_APPLICABLE),
+           "harness_error": info.get("status") not in (None, RunStatus.COMPLETED, NOT_APPLICABLE),
            "prediction": pred.get("held") if pred.get("checks") else check.get("valid"),
            "expect": (info.get("params") or {}).get("expect")}
     row.update({k: check.get(k) for k in ("attempted", "lost", "duplicated", "unavailable_s")})

@@ -5,9 +5,13 @@ the run loop, the batch's check queue and ``mqchaos check`` (over stored runs) a
 through ``judge``, and none of them needs the ``Run`` that produced the directory:
 
     check_history(spark, dir, ordering) -> the checker's result (checkers.check)
-    judge(dir, scenario, record, result) -> check.json + verdict, report, run.json's row
+    judge(dir, scenario, record, result) -> decide, then check.json, the report, run.json
+    decide(dir, scenario, result, record) -> the verdict: the prediction, the row, the exit code
     rejudge(dir)                         -> the same from what the directory holds
     keep_copy(spark, dir), draw(dir)     -> the Parquet copy, the report's pictures
+
+The verdict is decided here and only here (``decide``); ``harness.report`` renders what was
+decided and decides nothing.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from pathlib import Path
 
 from checkers.check import check_runs
 from checkers.history import convert, open_runs
-from harness import report, rows, store
+from harness import expect, report, rows, store
 from harness.store import RunRecord
 from harness.util import BACKGROUND_NICE
 from harness.verdicts import run_exit_code
@@ -39,15 +43,27 @@ def check_history(spark, run_dir: Path, ordering: str) -> dict | None:
 
 
 def judge(run_dir: Path, sc, record: RunRecord, result: dict, pictures: bool = True) -> int:
-    """Judge ``result`` against the scenario's prediction: check.json, the report (without
-    ``pictures``: ``draw`` adds them later), the run's row and exit code in run.json (the
-    ``record`` updated in place and written). Returns the run's exit code."""
-    result.setdefault("checked_at", datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    report.judge_and_write(run_dir, sc, result, record, pictures)
-    record["summary"] = rows.run_row(sc, result, record, run_dir)
-    code = run_exit_code(result)
-    record["exit_code"] = code
+    """Judge ``result`` against the scenario's prediction (``decide``) and write what was
+    decided: check.json, the report (without ``pictures``: ``draw`` adds them later), run.json
+    (the ``record`` updated in place). Returns the run's exit code."""
+    run_dir = Path(run_dir)
+    code = decide(run_dir, sc, result, record)
+    store.write_check(run_dir, result)
+    report.write(run_dir, sc, result, record, pictures)
     store.write_run(run_dir, record)
+    return code
+
+
+def decide(run_dir: Path, sc, result: dict, record: RunRecord) -> int:
+    """The run's verdict: the scenario's prediction judged against the checker's ``result`` and
+    the run's record (``harness.expect.verdict``: check.json's "prediction", in ``result``), the
+    run's row (run.json's "summary") and its exit code by the prediction
+    (``harness.verdicts.run_exit_code``: run.json's "exit_code"), both in ``record``. Writes
+    nothing; returns the exit code."""
+    result.setdefault("checked_at", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    result["prediction"] = expect.verdict(sc, result, record)
+    record["summary"] = rows.run_row(sc, result, record, run_dir)
+    record["exit_code"] = code = run_exit_code(result)
     return code
 
 

@@ -34,11 +34,10 @@ from harness.identity import Catalogue
 from harness.measures import percentile, wilson
 from harness.templates import TEMPLATES
 from harness.results import Row
-from harness.verdicts import (EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, NOT_APPLICABLE, REFUSED, RunStatus,
-                              merge_codes)
+from harness.verdicts import (EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, HELD_WORDS, NOT_APPLICABLE, REFUSED,
+                              VALID_WORDS, RunStatus, Shade, Word, merge_codes)
 
 MATRIX_JSON, MATRIX_MD, MATRIX_HTML = "matrix.json", "matrix.md", "matrix.html"
-NOT_APPLICABLE_TEXT, REFUSED_TEXT = R.NOT_APPLICABLE_TEXT, R.REFUSED_TEXT
 # what each run keeps in matrix.json (Row keys: harness.results)
 RUN_KEYS = ("repeat", "status", "exit", "confirmed", "lost", "duplicated", "unavailable_s", "retried",
             "reason", "report", "digest")
@@ -47,14 +46,14 @@ RUN_KEYS = ("repeat", "status", "exit", "confirmed", "lost", "duplicated", "unav
 def verdict(r: Row) -> str:
     """A run's verdict as a cell counts it (a retry after a harness error is not a verdict)."""
     if r.get("not_applicable"):
-        return NOT_APPLICABLE_TEXT
+        return Word.NOT_APPLICABLE
     if r.get("status") == REFUSED:
-        return REFUSED_TEXT
+        return Word.REFUSED
     if r.get("harness_error"):
-        return "harness error"
+        return Word.HARNESS_ERROR
     if r.get("prediction") is None and r.get("exit") in (EXIT_VALID, EXIT_INVALID):  # no prediction: the checker
-        return "valid" if r["exit"] == EXIT_VALID else "anomalies"
-    return R.VERDICT[r.get("prediction")]
+        return VALID_WORDS[r["exit"] == EXIT_VALID]
+    return HELD_WORDS[r.get("prediction")]
 
 
 def decided(r: Row) -> bool:
@@ -71,12 +70,12 @@ def cell(runs: list[Row]) -> dict:
     code = merge_codes(r.get("exit", EXIT_UNKNOWN) for r in runs) if runs else None
     if not runs:
         state = RunStatus.NOT_RUN
-    elif verdicts.get(NOT_APPLICABLE_TEXT) == len(runs):
+    elif verdicts.get(Word.NOT_APPLICABLE) == len(runs):
         state = NOT_APPLICABLE
-    elif verdicts.get(REFUSED_TEXT) == len(runs):
+    elif verdicts.get(Word.REFUSED) == len(runs):
         state = REFUSED
     else:
-        state = {EXIT_VALID: "held", EXIT_INVALID: "failed"}.get(code, "undecided")
+        state = {EXIT_VALID: Shade.HELD, EXIT_INVALID: Shade.FAILED}.get(code, Shade.UNDECIDED)
     return {"state": state, "exit": code, "total": len(runs), "decided": len(done), "with_loss": len(lossy),
             "loss_share": round(len(lossy) / len(done), 4) if done else None,
             "loss_ci95": [round(ci[0], 4), round(ci[1], 4)] if ci else None,
@@ -173,9 +172,9 @@ def cell_text(c: dict | None, old: bool = False) -> str:
     if c is None or c["state"] == RunStatus.NOT_RUN:
         return RunStatus.NOT_RUN.value
     if c["state"] == NOT_APPLICABLE:
-        return word(NOT_APPLICABLE_TEXT)
+        return word(Word.NOT_APPLICABLE)
     if c["state"] == REFUSED:
-        return word(REFUSED_TEXT)
+        return word(Word.REFUSED)
     if c["total"] == 1:
         r = c["runs"][0]
         if r.get("confirmed") is None:
@@ -245,12 +244,13 @@ def markdown_lines(m: dict, links_from: Path | None = None, cat: Catalogue | Non
     return lines
 
 
-LEGEND = ("A cell of one run: its verdict (*held*: the scenario's prediction was borne out; *DID NOT HOLD*: "
-          "a finding; *undecided* / *harness error*: neither), then confirmed (ok), lost, duplicated "
+LEGEND = (f"A cell of one run: its verdict (*{Word.HELD}*: the scenario's prediction was borne out; "
+          f"*{Word.DID_NOT_HOLD}*: a finding; *{Word.UNDECIDED}* / *{Word.HARNESS_ERROR}*: neither), then "
+          "confirmed (ok), lost, duplicated "
           "and unavailable seconds. A cell of several runs: the share of decided runs (exit 0 or 1) with "
           "loss and its 95 % Wilson score interval, decided / total (an undecided run never counts as "
           "no loss), the median and p99 of the decided runs' unavailable seconds, the verdicts counted. "
-          "*not applicable*: the version lacks the claim (no cluster was brought up); *refused at load*: "
+          f"*{Word.NOT_APPLICABLE}*: the version lacks the claim (no cluster was brought up); *{Word.REFUSED}*: "
           "the version refuses the scenario. The matrix's exit code merges every run's (any 1 makes 1, "
           "else any 2 makes 2): a not-applicable or refused cell is undecided, as in the catalogue.")
 
@@ -261,8 +261,9 @@ def markdown(m: dict, out: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-CLASS = {"held": "held", "failed": "failed", "undecided": "undecided", NOT_APPLICABLE: "na", REFUSED: "na",
-         RunStatus.NOT_RUN: "undecided"}
+# a cell's class on the page by its state
+CLASS = {**{s: s for s in (Shade.HELD, Shade.FAILED, Shade.UNDECIDED)}, NOT_APPLICABLE: Shade.NA, REFUSED: Shade.NA,
+         RunStatus.NOT_RUN: Shade.UNDECIDED}
 
 
 def html(m: dict, out: Path) -> str:
@@ -275,7 +276,7 @@ def html(m: dict, out: Path) -> str:
                 c = row["cells"].get(v)
                 links = [(f"#{(r.get('repeat') or 0) + 1}", os.path.relpath(_page(r["report"]), out))
                          for r in (c["runs"] if c else []) if r.get("report") and c["state"] != REFUSED]
-                cells.append({"cls": CLASS.get(c["state"] if c else RunStatus.NOT_RUN, "undecided"),
+                cells.append({"cls": CLASS.get(c["state"] if c else RunStatus.NOT_RUN, Shade.UNDECIDED),
                               "text": cell_text(c), "links": links})
             rows.append({"id": row.get("id") or "-", "scenario": row["scenario"], "cells": cells})
         tables.append({"broker": t["broker"], "head": [_header(t, v) for v in t["versions"]], "rows": rows})

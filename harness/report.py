@@ -1,17 +1,19 @@
 """A run's report: report.html (from a template, with the run's pictures: harness.plots) and
-report.md, from its run.json, check.json and artefacts. The verdict itself is
-``harness.expect``'s. Every checked run gets one, also a run checked offline."""
+report.md, from its run.json, check.json and artefacts. It renders the verdict
+``harness.judge.decide`` wrote into check.json ("prediction") and decides nothing. Every
+checked run gets one, also a run checked offline."""
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
 
-from harness import expect, plots, store
+from harness import plots, store
 from harness.scenario import ScenarioError, parse_recorded
 from harness.results import DETAIL_GROUPS
 from harness.templates import TEMPLATES
 from harness.util import entry_point, setup_logging
+from harness.verdicts import CHECKER_WORDS, HELD_WORDS, SHADES, Word
 from harness.windows import OPERATOR_KINDS
 
 
@@ -86,10 +88,8 @@ def markdown(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path]) 
     md = [f"# {name}" + (f" ({sc.id})" if sc and sc.id else ""), "", (sc.description.strip() if sc else ""), "",
           f"- broker: {sc.broker if sc else info.get('broker')}: {brokers_text(info.get('brokers'))}",
           f"- run: `{run_dir}` started {info.get('started_at')}, status {info.get('status')}",
-          f"- checker verdict: **{ {True: 'valid', False: 'INVALID', None: 'unknown'}[result['valid']] }** "
-          f"({result.get('reason')})",
-          f"- prediction: **{ {True: 'held', False: 'DID NOT HOLD (finding)', None: 'undecided'}[v['held']] }** "
-          f"— {v['reason']}",
+          f"- checker verdict: **{CHECKER_WORDS[result['valid']]}** ({result.get('reason')})",
+          f"- prediction: **{PREDICTION_MD[v['held']]}** — {v['reason']}",
           f"- drain: {value_text(info.get('drain'))}",
           f"- history: {history_text(run_dir, result, info)}"]
     if info.get("self_healed") is False:
@@ -129,6 +129,14 @@ def markdown(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path]) 
     md += ["", "Artefacts: `history/` (produce/consume JSONL + Parquet), `nemesis.jsonl`, `logs/`, "
            "`check.json`, `run.json`. Re-check offline: `mqchaos check " + str(run_dir) + "`."]
     return md
+
+
+# the verdict words (harness.verdicts.Word) as the report's lines and banner put them
+PREDICTION_MD = {**HELD_WORDS, False: f"{Word.DID_NOT_HOLD} (finding)"}
+VALIDITY_HTML = {True: Word.VALID, False: f"{Word.ANOMALIES} found", None: Word.UNDECIDED}
+CHECK_HTML = {True: "yes", False: "no", None: Word.UNDECIDED}  # a check held?
+HEADLINE = {True: f"prediction {Word.HELD}", False: f"PREDICTION {Word.DID_NOT_HOLD}", None: "could not decide"}
+HEADLINE_UNPREDICTED = {**HEADLINE, True: Word.VALID, False: f"{Word.ANOMALIES} found".upper()}
 
 
 def _md(text: str) -> str:
@@ -200,15 +208,13 @@ def _t(x) -> str:
 def html_page(run_dir: Path, sc, result: dict, info: dict, pictures: list[Path]) -> str:
     v = result.get("prediction") or {"held": None, "reason": "no scenario recorded", "checks": []}
     held = v["held"] if v["checks"] else result["valid"]
-    banner = {True: ("held", "prediction held" if v["checks"] else "valid"),
-              False: ("failed", "PREDICTION DID NOT HOLD" if v["checks"] else "ANOMALIES FOUND"),
-              None: ("undecided", "could not decide")}[held]
+    banner = (SHADES[held], (HEADLINE if v["checks"] else HEADLINE_UNPREDICTED)[held])
     meas = info.get("measurements") or {}
     return TEMPLATES.get_template("report.html.j2").render(
         title=sc.name if sc else run_dir.name, scenario_name=sc.name if sc else run_dir.name,
         scenario_id=sc.id if sc else None, description=sc.description.strip() if sc else "",
         banner={"cls": banner[0], "headline": banner[1], "detail": v["reason"]},
-        validity={True: "valid", False: "anomalies found", None: "undecided"}[result["valid"]],
+        validity=VALIDITY_HTML[result["valid"]], check_words=CHECK_HTML,
         reason=result.get("reason"), broker=sc.broker if sc else info.get("broker"),
         versions=brokers_text(info.get("brokers")),
         run_dir=str(run_dir), started_at=info.get("started_at"), status=info.get("status"),
@@ -236,14 +242,6 @@ def unavailability(result: dict, meas: dict) -> list[tuple[str, str, object]]:
     rows += broker or [("broker", "no unavailable state observed", "0 s")]
     rows += [("timeout in force", k, v) for k, v in (meas.get("client_timeouts") or {}).items()]
     return rows
-
-
-def judge_and_write(run_dir: Path, sc, result: dict, info: dict, pictures: bool = True) -> dict:
-    """The prediction judged, check.json and the report written; returns the verdict."""
-    result["prediction"] = expect.verdict(sc, result, info)
-    store.write_check(run_dir, result)
-    write(Path(run_dir), sc, result, info, pictures)
-    return result["prediction"]
 
 
 def recorded(run_dir: Path) -> tuple | None:

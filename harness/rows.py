@@ -15,11 +15,10 @@ from harness.identity import Catalogue
 from harness.measures import wilson
 from harness.results import PUBLISHED_KEYS, ROW_FIGURES, CheckResult, Row
 from harness.templates import TEMPLATES
-from harness.verdicts import REFUSED, RunStatus
+from harness.verdicts import HELD_WORDS, REFUSED, SHADES, RunStatus, Shade, Word
 
-# The verdict words every table uses: the console's, the index's, the documents', the matrix's.
-VERDICT = {True: "held", False: "DID NOT HOLD", None: "undecided"}
-NOT_APPLICABLE_TEXT, REFUSED_TEXT, MEASURED_ONLY_TEXT = "not applicable", "refused at load", "measured only"
+# the old names of three verdict words (tests/test_result_schema.py reads one): Word's members
+NOT_APPLICABLE_TEXT, REFUSED_TEXT, MEASURED_ONLY_TEXT = Word.NOT_APPLICABLE, Word.REFUSED, Word.MEASURED_ONLY
 
 
 def run_row(sc, result: CheckResult, info: dict, run_dir: Path) -> Row:
@@ -77,14 +76,14 @@ def verdict_word(r: Row) -> str:
     """A row's verdict in the one vocabulary (held, DID NOT HOLD, undecided, not applicable,
     refused at load, harness error, measured only), without how it was reached."""
     if r.get("not_applicable"):
-        return NOT_APPLICABLE_TEXT
+        return Word.NOT_APPLICABLE
     if r.get("status") == REFUSED:
-        return REFUSED_TEXT
+        return Word.REFUSED
     if r.get("harness_error"):
-        return "harness error"
+        return Word.HARNESS_ERROR
     if r.get("prediction") is None and not r.get("expect") and r.get("status") == RunStatus.COMPLETED:
-        return MEASURED_ONLY_TEXT  # a control states no prediction: nothing was left undecided
-    return VERDICT[r.get("prediction")]
+        return Word.MEASURED_ONLY  # a control states no prediction: nothing was left undecided
+    return HELD_WORDS[r.get("prediction")]
 
 
 def verdict_text(r: Row) -> str:
@@ -181,8 +180,8 @@ def _tally(rows: list[Row], cat: Catalogue) -> list[tuple[dict, list[Row]]]:
     out = []
     for (files, old, digest, version, shown), runs in groups.items():
         seen = Counter(verdict_word(r) for r in runs)
-        k = seen.pop(VERDICT[True], 0)
-        n = k + seen.pop(VERDICT[False], 0)
+        k = seen.pop(Word.HELD, 0)
+        n = k + seen.pop(Word.DID_NOT_HOLD, 0)
         ci = wilson(k, n)
         ids = [row_id({"scenario": f, "id": runs[0].get("id")}, cat) for f in files]
         out.append(({"id": None if ids == [None] else " = ".join(i or "-" for i in ids),
@@ -345,10 +344,10 @@ MD_HEAD = ["id", "scenario", "attempted", "confirmed", "lost", "dup", "order vio
 
 def markdown(rows: list[Row], out: Path, title: str) -> str:
     lines = [f"# {title}", "", *table_lines(rows, out.parent.parent)]
-    lines += ["", "Verdicts: *held* = the source's prediction was borne out; *DID NOT HOLD* = the broker "
-              "behaved otherwise (a finding, see the run's report); *undecided* = the run did not "
-              "measure what the prediction needs (reason in summary.json); *harness error* = not a "
-              "broker finding."]
+    lines += ["", f"Verdicts: *{Word.HELD}* = the source's prediction was borne out; *{Word.DID_NOT_HOLD}* = the "
+              "broker behaved otherwise (a finding, see the run's report); "
+              f"*{Word.UNDECIDED}* = the run did not measure what the prediction needs (reason in summary.json); "
+              f"*{Word.HARNESS_ERROR}* = not a broker finding."]
     return "\n".join(lines) + "\n"
 
 
@@ -463,8 +462,8 @@ def index_html(rows: list[Row], out: Path, title: str, started: bool = False,
     items = []
     versions = several_versions(rows) or started
     for r in rows:
-        cls = ("undecided" if r.get("harness_error") or r.get("prediction") is None
-               else "held" if r.get("prediction") else "failed")
+        pred = r.get("prediction")
+        cls = Shade.UNDECIDED if r.get("harness_error") or pred is None else SHADES[bool(pred)]
         rep = r.get("report")
         link = os.path.relpath(Path(rep).with_name(store.REPORT_HTML), out) if rep else None
         name = with_version(r, r["scenario"]) if versions else r.get("scenario")
@@ -472,8 +471,8 @@ def index_html(rows: list[Row], out: Path, title: str, started: bool = False,
                  r.get("lost", "-"), r.get("duplicated", "-"), fmt(r.get("unavailable_s")),
                  fmt(r.get("measurement")), fmt(r.get("expect")), fmt(r.get("seconds"))]
         items.append({"cls": cls, "link": link, "cells": cells + ([r.get("started") or "-"] if started else [])})
-    held = sum(1 for i in items if i["cls"] == "held")
-    failed = sum(1 for i in items if i["cls"] == "failed")
+    held = sum(1 for i in items if i["cls"] == Shade.HELD)
+    failed = sum(1 for i in items if i["cls"] == Shade.FAILED)
     tally_rows = [tally_cells(t) for t in tallied or []]
     return TEMPLATES.get_template("index.html.j2").render(
         title=title, head=INDEX_HEAD + (["started (UTC)"] if started else []), rows=items, legend=INDEX_LEGEND,

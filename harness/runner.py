@@ -31,7 +31,7 @@ from harness.history import HISTORY_VERSION, JsonlWriter, RunClock
 from harness.scenario import Scenario
 from harness.store import RunRecord
 from harness.util import StopWaiting
-from harness.verdicts import EXIT_UNKNOWN, NOT_APPLICABLE, not_applicable_result
+from harness.verdicts import EXIT_UNKNOWN, NOT_APPLICABLE, RunStatus, not_applicable_result
 from nemesis import net
 from nemesis.core import Nemesis
 
@@ -46,19 +46,20 @@ log = logging.getLogger(__name__)
 class Progress(threading.Thread):
     """The live line: elapsed, ops/s, ok/fail/info, deliveries, active fault."""
 
-    def __init__(self, clock: RunClock, producers, consumers, fault: callable, stop: threading.Event):
+    def __init__(self, clock: RunClock, clients: "Clients", fault: callable, stop: threading.Event):
         super().__init__(daemon=True, name="progress")
-        self.clock, self.producers, self.consumers, self.fault, self.stop = clock, producers, consumers, fault, stop
+        self.clock, self.clients, self.fault, self.stop = clock, clients, fault, stop
         self.tty = sys.stderr.isatty()
 
     def run(self) -> None:
         last, last_t = 0, self.clock.now()
         every = 1.0 if self.tty else 5.0
         while not self.stop.wait(every):
-            ok = sum(w.stats.ok for w in self.producers())
-            fail = sum(w.stats.fail for w in self.producers())
-            info = sum(w.stats.info for w in self.producers())
-            dlv = sum(w.stats.delivered for w in self.consumers())
+            producers = self.clients.producers
+            ok = sum(w.stats.ok for w in producers)
+            fail = sum(w.stats.fail for w in producers)
+            info = sum(w.stats.info for w in producers)
+            dlv = sum(w.stats.delivered for w in self.clients.consumers)
             now = self.clock.now()
             rate = (ok + fail + info - last) / max(now - last_t, 1e-6)
             last, last_t = ok + fail + info, now
@@ -68,6 +69,57 @@ class Progress(threading.Thread):
                   file=sys.stderr, flush=True)
         if self.tty:
             print(file=sys.stderr)
+
+
+class Clients:
+    """A run's clients (harness.clients.base.Worker): the plug-in's consumers and producers,
+    started once the setup is done, the scenario's consumer crashes on timers; the producers
+    stopped before the drain (its readers then replace the consumers), every worker joined
+    at the teardown, and what they went through, for run.json."""
+
+    def __init__(self) -> None:
+        self.producers: list[Worker] = []
+        self.consumers: list[Worker] = []
+        self.timers: list[threading.Timer] = []
+
+    def start(self, broker, ctx: RunContext) -> None:
+        self.consumers = broker.consumers(ctx)
+        self.producers = broker.producers(ctx)
+        for w in self.consumers + self.producers:
+            w.start()
+
+    def crash_on_time(self, crashes) -> None:
+        """The scenario's consumer crashes (``workload.crashes``), each on its timer."""
+        self.timers = crash_timers(self.consumers, crashes)
+
+    def stop_producers(self, timeout: float) -> None:
+        for w in self.producers:
+            w.stop()
+        for w in self.producers:
+            w.join(timeout)
+
+    def cancel_crashes(self) -> None:
+        """The crashes not yet due, cancelled (the run is ending)."""
+        for timer in self.timers:
+            timer.cancel()
+
+    def join(self, timeout: float = 15) -> None:
+        for w in self.producers + self.consumers:
+            w.join(timeout)
+
+    def record(self) -> dict:
+        """run.json's part: the consumers' crashes and cancels, the workers' errors and the
+        client-library failures they survived (their producer replaced)."""
+        workers = self.producers + self.consumers
+        out: dict = {"consumer_crashes": {c.name: c.crashes for c in self.consumers if hasattr(c, "crashes")},
+                     "consumer_cancels": {c.name: c.cancels for c in self.consumers if hasattr(c, "cancels")}}
+        errors = {w.name: repr(w.error) + (f" at {w.where}" if w.where else "") for w in workers if w.error}
+        if errors:
+            out["client_errors"] = errors
+        events = {w.name: w.events for w in workers if w.events}
+        if events:
+            out["client_events"] = events
+        return out
 
 
 def _nothing(*_args) -> None:
@@ -128,12 +180,10 @@ class Run:
         self._prepare_error: Exception | None = None
         self._background = False  # its cluster came up at the background CPU weight
         self.stop_all = threading.Event()
-        self.producers: list[Worker] = []
-        self.consumers: list[Worker] = []
+        self.clients = Clients()
         self.cluster = None
         self.ctx: RunContext | None = None  # what the plug-in sees of this run, once up
         self.nemesis = None
-        self.timers: list[threading.Timer] = []
         self.observer = None
         self.probes = None
         self.info: RunRecord = new_record(sc, self.clock)
@@ -160,7 +210,7 @@ class Run:
         """What the plug-in sees of this run (harness.context), once the cluster is up."""
         return RunContext(sc=self.sc, cluster=self.cluster, clock=self.clock, stop=self.stop_all, dir=self.dir,
                           writer=self.writer, count_links=partial(count_links, self.cluster),
-                          operator=self.nemesis.operator, consumers=lambda: list(self.consumers))
+                          operator=self.nemesis.operator, consumers=lambda: list(self.clients.consumers))
 
     # -- the loop -----------------------------------------------------------------------
     def prepare(self, background: bool = False) -> None:
@@ -184,7 +234,7 @@ class Run:
         and its directory says it never ran."""
         if self._prepared is not None:
             self._prepared.join()
-        self.info["status"] = "abandoned"
+        self.info["status"] = RunStatus.ABANDONED
         try:
             if self.nemesis is not None:
                 self.nemesis.close()
@@ -207,7 +257,7 @@ class Run:
             prev = signal.signal(signal.SIGTERM, _raise_interrupted)
             try:
                 self._load()
-                if self.info["status"] == "completed" and self.hooks.finish is not None:
+                if self.info["status"] == RunStatus.COMPLETED and self.hooks.finish is not None:
                     self.hooks.finish(self._finish_in_background)
                     detached = True
                     return EXIT_UNKNOWN
@@ -247,18 +297,18 @@ class Run:
             self._setup()
             self._load_under_faults()
             self._drain()
-            self.info["status"] = "completed"
+            self.info["status"] = RunStatus.COMPLETED
         except (KeyboardInterrupt, Interrupted):
-            self.info["status"] = "interrupted"
+            self.info["status"] = RunStatus.INTERRUPTED
             log.warning("interrupted: healing the cluster; the history so far is kept")
         except Exception as e:  # noqa: BLE001 - a harness error is reported, never a finding
-            self.info["status"] = "harness-error"
+            self.info["status"] = RunStatus.HARNESS_ERROR
             self.info["error"] = f"{type(e).__name__}: {e}"
             log.error("harness error: %s", self.info["error"])
 
     def _end(self) -> int:
         code = EXIT_UNKNOWN
-        if self.info["status"] == "completed" and self.do_check:
+        if self.info["status"] == RunStatus.COMPLETED and self.do_check:
             code = self._check_and_report()
         self.info["exit_code"] = code
         self.phase("end")
@@ -298,19 +348,14 @@ class Run:
         if self.sc.workload.prefill:
             self.phase("prefill")
             self.info["prefill"] = self.broker.prefill(ctx)
-        self.consumers = self.broker.consumers(ctx)
-        self.producers = self.broker.producers(ctx)
-        self.nemesis.producers = lambda: self.producers
-        for w in self.consumers + self.producers:
-            w.start()
+        self.clients.start(self.broker, ctx)
+        self.nemesis.producers = lambda: self.clients.producers
 
     def _load_under_faults(self) -> None:
         sc, t = self.sc, self.sc.timing
-        progress = Progress(self.clock, lambda: self.producers, lambda: self.consumers,
-                            self.nemesis.active, self.stop_all)
-        progress.start()
+        Progress(self.clock, self.clients, self.nemesis.active, self.stop_all).start()
         self.phase("warmup")
-        self.timers = crash_timers(self.consumers, sc.workload.crashes)
+        self.clients.crash_on_time(sc.workload.crashes)
         self.stop_all.wait(t.warmup)  # a timed phase of the test, not a wait for a condition
         t0 = self.clock.now()
         self.hooks.before_faults()
@@ -347,40 +392,27 @@ class Run:
 
     def _drain(self) -> None:
         self.phase("stop-producers")
-        for w in self.producers:
-            w.stop()
-        for w in self.producers:
-            w.join(self.sc.workload.outcome_timeout() + 40)
+        self.clients.stop_producers(self.sc.workload.outcome_timeout() + 40)
         self.phase("drain")
-        drained = self.broker.drain(self.ctx, self.consumers)
-        self.consumers = drained.readers
+        drained = self.broker.drain(self.ctx, self.clients.consumers)
+        self.clients.consumers = drained.readers
         self.info["drain"] = drained.record
         self.save_info()
 
     def _shutdown(self) -> None:
         self.phase("teardown")
         self.stop_all.set()
-        for timer in self.timers:
-            timer.cancel()
+        self.clients.cancel_crashes()
         if self.nemesis is not None:
             try:
                 self.nemesis.heal(wait=False)
             except Exception as e:  # noqa: BLE001
                 log.error("heal failed: %s; run `mqchaos heal`", e)
                 self.info["heal_error"] = str(e)
-        for w in self.producers + self.consumers:
-            w.join(15)
-        self.info["consumer_crashes"] = {c.name: c.crashes for c in self.consumers if hasattr(c, "crashes")}
-        self.info["consumer_cancels"] = {c.name: c.cancels for c in self.consumers if hasattr(c, "cancels")}
-        errors = {w.name: repr(w.error) + (f" at {w.where}" if w.where else "")
-                  for w in self.producers + self.consumers if w.error}
-        if errors:
-            self.info["client_errors"] = errors
-        events = {w.name: w.events for w in self.producers + self.consumers if w.events}
-        if events:  # client-library failures a worker survived (its producer replaced)
-            self.info["client_events"] = events
+        self.clients.join()
+        self.info.update(self.clients.record())
         self.save_info()  # the checker reads the run's status from run.json
-        if self.info["status"] == "completed":
+        if self.info["status"] == RunStatus.COMPLETED:
             # the history is closed: checked while the logs are read and the cluster goes
             # (judged once the run is measured: CheckQueue waits for ``executed``)
             self.hooks.history_closed(self)
@@ -457,7 +489,7 @@ def new_record(sc: Scenario, clock: RunClock) -> RunRecord:
             "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             # the clock's origin on the wall clock: a batch's runs on one time axis
             "t0_unix": round(time.time() - clock.now(), 3),
-            "status": "running", "phases": {}}
+            "status": RunStatus.RUNNING, "phases": {}}
 
 
 def whole_waited_for(cluster) -> dict:

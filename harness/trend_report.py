@@ -27,6 +27,7 @@ from harness import store
 from harness.results import ORDERINGS
 from harness.rows import md_table
 from harness.util import entry_point, setup_logging
+from harness.verdicts import Word
 
 
 # -- the summary -----------------------------------------------------------------------------
@@ -43,19 +44,21 @@ def _fmt(v, digits=1) -> str:
     return str(v)
 
 
+# checkers.trend's verdict counts under the verdict words (harness.verdicts.Word)
+VERDICT_COLS = [("held", Word.HELD), ("not_held", Word.DID_NOT_HOLD.lower()), ("undecided", Word.UNDECIDED),
+                ("harness_errors", f"{Word.HARNESS_ERROR}s")]
 VERSION_COLS = [("scenario", "scenario"), ("broker_version", "version"), ("runs", "runs"),
                 ("runs_with_loss", "with loss"), ("confirmed", "confirmed"),
                 ("lost_per_million", "lost / M confirmed"), ("duplicated_per_million", "dup / M confirmed"),
                 ("unavailable_p50", "unavail. s p50"), ("unavailable_p99", "p99"), ("unavailable_max", "max"),
-                ("held", "held"), ("not_held", "did not hold"), ("undecided", "undecided"),
-                ("no_prediction", "no prediction"), ("harness_errors", "harness errors"),
+                *VERDICT_COLS[:3],
+                ("no_prediction", "no prediction"), VERDICT_COLS[3],
                 ("incomplete", "incomplete"), ("unreadable", "unreadable"),
                 ("malformed_lines", "malformed lines"), ("first_date", "first"), ("last_date", "last")]
 DAY_COLS = [("scenario", "scenario"), ("run_date", "date"), ("versions", "versions"), ("runs", "runs"),
             ("runs_with_loss", "with loss"), ("lost_per_million", "lost / M confirmed"),
             ("duplicated_per_million", "dup / M confirmed"), ("unavailable_p50", "unavail. s p50"),
-            ("unavailable_p99", "p99"), ("unavailable_max", "max"), ("held", "held"),
-            ("not_held", "did not hold"), ("undecided", "undecided"), ("harness_errors", "harness errors")]
+            ("unavailable_p99", "p99"), ("unavailable_max", "max"), *VERDICT_COLS]
 
 
 def _md_table(rows: list[dict], cols) -> list[str]:

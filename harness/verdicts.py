@@ -35,6 +35,43 @@ class RunStatus(StrEnum):
     INVALID_FILE = "invalid scenario file"
 
 
+class Word(StrEnum):
+    """The words every table, page and report shows for a verdict (harness.rows, harness.matrix,
+    harness.report, harness.trend_report and the pages' templates): one vocabulary. A StrEnum,
+    so a member is the plain string wherever it is written."""
+    HELD = "held"                    # the scenario's prediction was borne out
+    DID_NOT_HOLD = "DID NOT HOLD"    # the broker behaved otherwise: a finding
+    UNDECIDED = "undecided"          # the run decides nothing (harness.verdicts.undecided)
+    NOT_APPLICABLE = "not applicable"  # the version lacks the claim (RunStatus.NOT_APPLICABLE)
+    REFUSED = "refused at load"      # the version refuses the scenario (RunStatus.REFUSED)
+    HARNESS_ERROR = "harness error"  # never a broker finding
+    MEASURED_ONLY = "measured only"  # a control: no prediction, so nothing was left undecided
+    # no prediction: the checker's validity
+    VALID = "valid"
+    ANOMALIES = "anomalies"
+    INVALID = "INVALID"              # the report's line of the checker's verdict
+    UNKNOWN = "unknown"
+
+
+# A prediction's verdict (True / False / None) in words; a checker's validity where no
+# prediction was stated.
+HELD_WORDS = {True: Word.HELD, False: Word.DID_NOT_HOLD, None: Word.UNDECIDED}
+VALID_WORDS = {True: Word.VALID, False: Word.ANOMALIES, None: Word.UNDECIDED}
+CHECKER_WORDS = {True: Word.VALID, False: Word.INVALID, None: Word.UNKNOWN}  # the report's checker line
+
+
+class Shade(StrEnum):
+    """A verdict's class on the pages, which their stylesheets colour (.held, .failed,
+    .undecided, .na: harness/templates); also a matrix cell's state (matrix.json)."""
+    HELD = "held"
+    FAILED = "failed"
+    UNDECIDED = "undecided"
+    NA = "na"  # not applicable, refused: no verdict to colour
+
+
+SHADES = {True: Shade.HELD, False: Shade.FAILED, None: Shade.UNDECIDED}
+
+
 RUN_STATUSES = frozenset(RunStatus)
 # A run not yet (or never) finished: `mqchaos analyze` counts it as incomplete.
 INCOMPLETE = (RunStatus.INTERRUPTED, RunStatus.RUNNING)
