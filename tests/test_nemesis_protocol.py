@@ -201,7 +201,7 @@ def test_the_scan_sees_the_nemesis_calls():
     # node access, node control, roles and recovery, through every way the nemesis holds one
     # (cluster, self.cluster, ctx.cluster, nem.cluster, c = ...)
     assert {"exec", "gateway", "address", "nodes", "project", "kind", "roles", "role", "brokers",
-            "kill", "pause", "power_off", "wait_rejoined", "seen_before", "node_states",
+            "kill", "pause", "running", "wait_rejoined", "seen_before", "node_states",
             "stuck_nodes", "wait_whole", "exited", "close", "absent_targets"} <= used
     # nemesis/net.py's node access is typed the narrow way, and the scan knows it
     narrow = {u.attr for u in uses if u.protocol == "NodeAccess" and u.where.startswith("nemesis/net.py")}

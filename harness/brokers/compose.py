@@ -53,6 +53,9 @@ class ImageVersions(abc.ABC):
         """The node's container made again from ``version``'s image (compose, that node only)
         and started; every later compose call keeps it there (an override file, gone with
         the cluster)."""
+        reason = self.upgrade_reason(version)  # a plug-in's narrower reason holds here too
+        if reason:
+            raise ClusterError(reason)
         c = self.cluster
         c.pin_versions({node: version})
         c.forget_address(node)

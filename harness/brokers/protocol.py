@@ -54,8 +54,6 @@ from harness.probes import Probes
 from harness.util import StopWaiting
 
 T = TypeVar("T")
-CONTAINER_CAPABILITIES = NODE_CONTROL | {POWER_LOSS}  # TRANSITION (issue 53): gone once the plug-ins moved
-QUORUM = "@quorum"  # TRANSITION (issue 53): gone once Kafka's QuorumMembership component replaced it
 
 
 class ClusterError(RuntimeError):
@@ -135,9 +133,7 @@ class Cluster(NodeAccess, abc.ABC):
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         if "capabilities" in cls.__dict__:
-            if not cls.__module__.startswith("harness.brokers."):  # TRANSITION (issue 53): until the plug-ins moved
-                raise TypeError(f"{cls.__name__}: capabilities derive from components, never declared")
-            return
+            raise TypeError(f"{cls.__name__}: capabilities derive from components, never declared")
         cls.capabilities = NODE_CONTROL | offered(cls.components)
 
     def ability(self, proto: type[T]) -> T | None:

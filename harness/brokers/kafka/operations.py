@@ -13,7 +13,7 @@ tool as an operator would. Which a cluster has is its topology class's ``compone
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from harness.brokers.compose import ImageVersions
 from harness.brokers.containers import NodeFiles
@@ -26,9 +26,9 @@ from harness.brokers.kafka.kraft import (controller_command, feature_command, pa
 from harness.brokers.kafka.nodes import BROKERS, CONTROLLERS, INTERNAL_PORT, broker_id, node_id
 from harness.util import wait_until
 
-if TYPE_CHECKING:
-    from harness.brokers.kafka.cluster import KafkaCluster, ZooKeeperCluster
-    from harness.brokers.kafka.kraft_cluster import KRaftCluster
+# The clusters these components belong to import them, so they are typed Any here: an import
+# back, even under TYPE_CHECKING, would be a cycle (tests/test_architecture.py counts those).
+KafkaCluster = ZooKeeperCluster = KRaftCluster = Any
 
 
 class KafkaFiles(NodeFiles):
@@ -65,14 +65,6 @@ class KafkaVersions(ImageVersions):
             mode = "ZooKeeper" if on_zookeeper else "KRaft"
             return f"kafka {version} is not a {mode} version: a node of this cluster cannot run it on its data"
         return reason
-
-    def upgrade_node(self, node: str, version: str) -> None:
-        """Refused before any compose call when the version is of the other metadata mode (the
-        compose cluster's own check, ``version_reason``, knows no modes)."""
-        reason = self.upgrade_reason(version)
-        if reason:
-            raise ClusterError(reason)
-        super().upgrade_node(node, version)
 
 
 class KafkaFeatures:
