@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness import store
-from harness.verdicts import EXIT_INVALID
+from harness.verdicts import EXIT_INVALID, EXIT_WORDS
 from harness.brokers.capabilities import CORRUPT, DataFiles
 from nemesis.faults import CRASHES, LIFTED_BY
 from nemesis.faults import DRAWN as FAULT_DRAWN
@@ -214,7 +214,6 @@ def _data_files(broker: str | None) -> str | None:
 
 
 # ---- the published table (docs/findings.md: `mqchaos doc-table docs/batches --explore`) ----------
-VERDICTS = {0: "nothing found", 1: "anomalies", 2: "undecided"}
 TABLE_HEAD = ["base @ version", "seed", "drawn from", "groups", "schedule s", "fault on s", "attempted",
               "acknowledged", "lost", "dup", "order viol.", "unavail. s", "history records", "check s",
               "clients replaced", "verdict", "shortest schedule that still finds it"]
@@ -260,7 +259,7 @@ def table_lines(records: list[dict]) -> list[str]:
             run = next((a["run"] for a in rec.get("shrink") or [] if a["groups"] == keep and a["exit"] == EXIT_INVALID),
                        rec["run"])
             shortest = f"{_groups_text(rec['groups'], keep)}: {(checks.get(run) or {}).get('reason', '')}"
-        verdict = VERDICTS.get(rec.get("exit"), "?")
+        verdict = str(EXIT_WORDS.get(rec.get("exit"), "?"))
         if rec.get("exit") == EXIT_INVALID and f.get("reason"):
             verdict += f" ({f['reason']})"
         cells = [f"{rec['base']} @ {_version(rec, f)}", rec["seed"], ",".join(rec["faults"]), len(rec["groups"]),

@@ -51,6 +51,7 @@ class Word(StrEnum):
     ANOMALIES = "anomalies"
     INVALID = "INVALID"              # the report's line of the checker's verdict
     UNKNOWN = "unknown"
+    NOTHING_FOUND = "nothing found"  # an exploration's exit 0: the checker found no anomaly
 
 
 # A prediction's verdict (True / False / None) in words; a checker's validity where no
@@ -58,6 +59,8 @@ class Word(StrEnum):
 HELD_WORDS = {True: Word.HELD, False: Word.DID_NOT_HOLD, None: Word.UNDECIDED}
 VALID_WORDS = {True: Word.VALID, False: Word.ANOMALIES, None: Word.UNDECIDED}
 CHECKER_WORDS = {True: Word.VALID, False: Word.INVALID, None: Word.UNKNOWN}  # the report's checker line
+# an exploration's run by its exit code (harness.explore's table)
+EXIT_WORDS = {EXIT_VALID: Word.NOTHING_FOUND, EXIT_INVALID: Word.ANOMALIES, EXIT_UNKNOWN: Word.UNDECIDED}
 
 
 class Shade(StrEnum):
