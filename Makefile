@@ -41,23 +41,23 @@ browser:
 # Real clusters (harness/engine.py, harness/images.py, compose/): a Docker engine (installed
 # and started if missing), the images built from the project's own files, then the clusters.
 engine: venv
-	$(MQCHAOS) engine
+	$(MQCHAOS) cluster engine
 
 images: engine
-	$(MQCHAOS) images
+	$(MQCHAOS) cluster images
 
 # every version's image (harness/brokers/*/generations.py): the tests bring each one up
 images-all: engine
-	$(MQCHAOS) images --version all
+	$(MQCHAOS) cluster images --version all
 
 up-rabbitmq: images
-	$(MQCHAOS) up rabbitmq $(UP_ARGS)
+	$(MQCHAOS) cluster up rabbitmq $(UP_ARGS)
 
 up-kafka: images
-	$(MQCHAOS) up kafka $(UP_ARGS)
+	$(MQCHAOS) cluster up kafka $(UP_ARGS)
 
 down: venv
-	$(MQCHAOS) down all
+	$(MQCHAOS) cluster down all
 
 bench-cluster: images
 	$(PY) -m bench.cluster_bench $(BENCH_ARGS)
@@ -75,7 +75,8 @@ clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
-# The main job: the partition scenarios of both brokers on real clusters, one table.
+# The main job: the partition scenarios of both brokers on real clusters, one batch in the
+# order given (results/suites/<ts>/), no retry, its plain-text table printed.
 # Each run exits by its prediction (harness/verdicts.py): 0 held (K7 predicts loss, and
 # held when it lost), 1 a prediction did not hold, 2 undecided or a harness error; the
 # table says which. Any 1 fails the target, else any 2.
@@ -85,7 +86,7 @@ PARTITION_SCENARIOS := scenarios/K7-leader-cut-from-zk-acks1.yaml scenarios/R9-p
 	scenarios/K8b-leader-isolated-minisr2.yaml scenarios/Q1-quorum-leader-faults.yaml
 .PHONY: test-partition heal bench-main
 test-partition: images
-	$(MQCHAOS) suite $(PARTITION_SCENARIOS)
+	$(MQCHAOS) batch --kind suites --in-order --retries 0 --text $(PARTITION_SCENARIOS)
 
 # The main job's wall time split by phase, per scenario (bench/main_bench.py), and one run's
 # check of a 100k-message history in a warm batch session: bench/results/main-<ts>.json.
@@ -93,7 +94,7 @@ bench-main: images
 	$(PY) -m bench.main_bench $(PARTITION_SCENARIOS) $(BENCH_ARGS)
 
 heal: venv
-	$(MQCHAOS) heal all
+	$(MQCHAOS) cluster heal all
 
 # What the power-loss file system costs: throughput with fs: plain and fs: lazy (bench/fs_bench.py).
 .PHONY: bench-fs
@@ -111,18 +112,18 @@ ONLY ?=
 REPEAT ?= 1
 .PHONY: test-scenarios nightly
 test-scenarios: images
-	$(MQCHAOS) catalogue $(if $(ONLY),--only $(ONLY)) --repeat $(REPEAT)
+	$(MQCHAOS) batch $(if $(ONLY),--only $(ONLY)) --repeat $(REPEAT)
 
 # The version matrix (harness/matrix.py): the ONLY rows at each of VERSIONS (space-separated
-# --versions values, e.g. VERSIONS="rabbitmq=3.10,4.0 kafka=3.9"; default every version), REPEAT
+# --version values of `mqchaos batch --matrix`, e.g. VERSIONS="rabbitmq=3.10,4.0 kafka=3.9"; default every version), REPEAT
 # times each; one table scenario x version in results/matrix/latest/matrix.md. Runs do not build
 # images: every version's is built first. Exit as the catalogue (a not-applicable cell is 2).
 VERSIONS ?= all
 MATRIX_ROWS := R9,Q1,K7,K8b
 .PHONY: matrix
 matrix: engine
-	$(MQCHAOS) images --version all
-	$(MQCHAOS) matrix --only $(or $(ONLY),$(MATRIX_ROWS)) $(foreach v,$(VERSIONS),--versions $(v)) --repeat $(REPEAT)
+	$(MQCHAOS) cluster images --version all
+	$(MQCHAOS) batch --matrix --only $(or $(ONLY),$(MATRIX_ROWS)) $(foreach v,$(VERSIONS),--version $(v)) --repeat $(REPEAT)
 
 # Nightly: the catalogue NIGHTLY_REPEAT times, with results/nightly/<ts>/junit.xml. A run
 # whose harness failed is retried once and reported as an error, never as a finding.
@@ -131,25 +132,31 @@ matrix: engine
 NIGHTLY_REPEAT ?= 1
 NIGHTLY_SHARD ?=
 nightly: images
-	$(MQCHAOS) catalogue --kind nightly --repeat $(NIGHTLY_REPEAT) $(if $(NIGHTLY_SHARD),--shard $(NIGHTLY_SHARD))
+	$(MQCHAOS) batch --kind nightly --repeat $(NIGHTLY_REPEAT) $(if $(NIGHTLY_SHARD),--shard $(NIGHTLY_SHARD))
 
 .PHONY: nightly-merge
 nightly-merge: venv
-	$(MQCHAOS) catalogue --kind nightly $(foreach d,$(NIGHTLY_MERGE),--merge $(d))
+	$(MQCHAOS) batch --kind nightly $(foreach d,$(NIGHTLY_MERGE),--merge $(d))
 
-# Spark over many runs (checkers/trend.py, harness/trend_report.py, docs/nightly.md): every
-# run below ANALYZE_RESULTS in one Spark job -> ANALYZE_OUT/{runs.parquet,summary.md,
-# summary.html,...}. `latest` links are not followed and directories that are not runs
-# (suites, nightly, analysis) are skipped, so each run counts once.
-# ANALYZE_MASTER=spark://host:7077 for a standalone master.
-ANALYZE_RESULTS ?= results
-ANALYZE_OUT ?= results/analysis/$(shell date -u +%Y-%m-%dT%H-%M-%SZ)
-ANALYZE_MASTER ?=
-.PHONY: analyze bench-analyze
-analyze: venv
-	$(MQCHAOS) analyze $(ANALYZE_RESULTS) --out $(ANALYZE_OUT) $(if $(ANALYZE_MASTER),--master $(ANALYZE_MASTER)) $(ANALYZE_ARGS)
+# The summary of many runs, Spark over them (`mqchaos summarize`: checkers/trend.py,
+# harness/trend_report.py, docs/nightly.md): every run below SUMMARIZE_RESULTS in one Spark
+# job -> SUMMARIZE_OUT/{runs.parquet,summary.md,summary.html,...}. `latest` links are not
+# followed and directories that are not runs (suites, nightly, analysis) are skipped, so each
+# run counts once. SUMMARIZE_MASTER=spark://host:7077 for a standalone master. `make analyze`
+# and its ANALYZE_* variables are the old names, kept for a while.
+SUMMARIZE_RESULTS ?= $(or $(ANALYZE_RESULTS),results)
+SUMMARIZE_OUT ?= $(or $(ANALYZE_OUT),results/analysis/$(shell date -u +%Y-%m-%dT%H-%M-%SZ))
+SUMMARIZE_MASTER ?= $(ANALYZE_MASTER)
+SUMMARIZE_ARGS ?= $(ANALYZE_ARGS)
+.PHONY: summarize analyze bench-analyze
+summarize: venv
+	$(MQCHAOS) summarize $(SUMMARIZE_RESULTS) --out $(SUMMARIZE_OUT) $(if $(SUMMARIZE_MASTER),--master $(SUMMARIZE_MASTER)) $(SUMMARIZE_ARGS)
 
-# analyze over 1,000 synthetic runs x 100k messages, local[*] and on a standalone master +
+analyze:
+	@echo 'make analyze is now `make summarize` (ANALYZE_* now SUMMARIZE_*)' >&2
+	@$(MAKE) --no-print-directory summarize
+
+# `mqchaos summarize` over 1,000 synthetic runs x 100k messages, local[*] and on a standalone master +
 # worker (bench/analyze_bench.py). CPU-heavy: waits for the machine's CPU lock, which real
 # cluster runs hold. BENCH_ARGS="--runs 20 --messages 10000" for a quick one.
 bench-analyze: venv
@@ -162,4 +169,4 @@ bench-analyze: venv
 SOAK_RUNS ?= 20
 .PHONY: bench-soak
 bench-soak: images
-	$(MQCHAOS) catalogue --kind soak --repeat $(SOAK_RUNS) --retries 0 bench/soak/*.yaml
+	$(MQCHAOS) batch --kind soak --repeat $(SOAK_RUNS) --retries 0 bench/soak/*.yaml

@@ -1,4 +1,5 @@
-"""Benchmark of `mqchaos analyze`: many runs, local mode and a standalone cluster.
+"""Benchmark of `mqchaos summarize` (once `mqchaos analyze`; the bench keeps its name, its
+baselines and results are filed under it): many runs, local mode and a standalone cluster.
 
     make bench-analyze                                   # 1,000 runs x 100k messages
     make bench-analyze BENCH_ARGS="--runs 20 --messages 10000"
@@ -10,7 +11,7 @@ numpy + pyarrow, with planted losses, duplicates and outages. Then the same
 analysis runs twice, each in its own process, timed wall-clock from the
 command's start to its exit (JVM start-up included):
 
-  local       mqchaos analyze TREE --out ...                  (local[*])
+  local       mqchaos summarize TREE --out ...                (local[*])
   standalone  spark-submit --master spark://127.0.0.1:<port> harness/trend_report.py TREE --out ...
               on one master + one worker started by checkers.spark.standalone (not timed:
               the cluster start is reported apart)
@@ -213,7 +214,7 @@ def main() -> int:
     summaries = {}
     if "local" in a.modes:
         out = work / "local"
-        row["local_s"] = _timed([str(Path(py).parent / "mqchaos"), "analyze", str(tree), "--out", str(out)],
+        row["local_s"] = _timed([str(Path(py).parent / "mqchaos"), "summarize", str(tree), "--out", str(out)],
                                 env, work / "local.log", a.timeout)
         summaries["local"] = _summary(out)
         print(f"local: {row['local_s']} s", flush=True)

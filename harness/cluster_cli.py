@@ -1,4 +1,5 @@
-"""`mqchaos engine | images | up | down | status | logs`: the real clusters from the shell."""
+"""`mqchaos cluster engine | images | up | down | status | logs | heal | nemesis`: the real
+clusters from the shell (heal and nemesis are nemesis.cli's)."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 from harness import brokers
 from harness.engine import compose_cmd, engine_answers, ensure_engine
 from harness.images import ensure_images
+from nemesis.cli import COMMANDS as nemesis_commands
 
 KIND = click.Choice(list(brokers.KINDS))
 
@@ -26,7 +28,7 @@ def _parse_sets(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 def _image_versions(kinds: list[str], values: tuple[str, ...]) -> dict[str, list[str]]:
-    """``mqchaos images --version``: the versions to build, by broker (the usual rule when
+    """``mqchaos cluster images --version``: the versions to build, by broker (the usual rule when
     none is given; ``all``: every generation)."""
     from harness.scenario import versions_option
 
@@ -159,5 +161,11 @@ def logs(kind, run_dir):
     click.echo(f"logs written to {run_dir}/logs")
 
 
-# The commands in the order `mqchaos` adds them to its group.
-COMMANDS = (engine, images, up, down, status, logs)
+@click.group("cluster", short_help="Clusters: up, down, status, logs, heal, images, engine, nemesis.")
+def cluster_group() -> None:
+    """The real clusters (three nodes in Docker, built from the project's own images): bring
+    one up, look at it, collect its logs, lift every fault, run a fault schedule by hand."""
+
+
+for command in (engine, images, up, down, status, logs, *nemesis_commands):
+    cluster_group.add_command(command)

@@ -297,12 +297,12 @@ def test_uri_listed_by_spark_gives_the_same_table(tree, analysis, spark, tmp_pat
 def test_cli(tree, tmp_path):
     root, _ = tree
     out = tmp_path / "cli"
-    r = CliRunner().invoke(cli, ["analyze", str(root / "Q1-quorum"), "--out", str(out)])
+    r = CliRunner().invoke(cli, ["summarize", str(root / "Q1-quorum"), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "| Q1-quorum | 3.12.1 | 4 |" in r.output
     s = json.loads((out / "summary.json").read_text())
     assert (s["runs_found"], s["runs_checked"], s["incomplete"]) == (5, 4, 1)
-    r = CliRunner().invoke(cli, ["analyze", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")])
+    r = CliRunner().invoke(cli, ["summarize", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")])
     assert r.exit_code == 2
 
 

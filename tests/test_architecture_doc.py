@@ -257,9 +257,9 @@ def test_a_copied_file_name_is_found():
 # ---- (d) exit codes are harness.verdicts' ----------------------------------------------------------------
 # (module, enclosing function, code): a bare exit code that is no verdict, and why
 NOT_A_VERDICT = {
-    ("harness/cli.py", "catalogue", 0): "--merge / --from-runs: a summary of stored runs written, nothing judged",
-    ("harness/cli.py", "matrix", 0): "--from-runs / --dry-run: a table written or a plan printed, nothing judged",
-    ("harness/cluster_cli.py", "status", 1): "mqchaos status without a Docker engine: a query, not a verdict",
+    ("harness/cli.py", "batch", 0): "--merge / --from-runs / --plan: a summary of stored runs written or a plan "
+                                    "printed, nothing judged",
+    ("harness/cluster_cli.py", "status", 1): "mqchaos cluster status without a Docker engine: a query, not a verdict",
 }
 
 

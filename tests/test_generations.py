@@ -333,9 +333,9 @@ def test_mqchaos_up_checks_the_version_before_touching_docker(monkeypatch):
         pytest.fail("must not reach Docker")
     monkeypatch.setattr(cluster_cli, "ensure_engine", no)
     monkeypatch.setattr(cluster_cli, "ensure_images", no)
-    res = CliRunner().invoke(main, ["up", "rabbitmq", "--version", "4.1"])
+    res = CliRunner().invoke(main, ["cluster", "up", "rabbitmq", "--version", "4.1"])
     assert res.exit_code == 2 and "'4.1' is not a rabbitmq version" in res.output
-    res = CliRunner().invoke(main, ["up", "rabbitmq", "--set", "version=4.0"])
+    res = CliRunner().invoke(main, ["cluster", "up", "rabbitmq", "--set", "version=4.0"])
     assert res.exit_code == 2 and "the version is --version" in res.output
     assert cluster_cli._image_versions(["kafka"], ("all",)) == {"kafka": ["3.9", "3.9-kraft", "4.1"]}
     monkeypatch.setenv(version_env("rabbitmq"), "4.3")

@@ -117,7 +117,7 @@ def test_an_unknown_version_names_it_and_the_brokers_versions(values, message):
 
 def test_the_command_refuses_an_unknown_version_before_anything(tmp_path, monkeypatch):
     monkeypatch.setenv(store.RESULTS_ENV, str(tmp_path))
-    res = CliRunner().invoke(main, ["matrix", "--versions", "kafka=3.8", "--dry-run"])
+    res = CliRunner().invoke(main, ["batch", "--matrix", "--version", "kafka=3.8", "--plan"])
     assert res.exit_code == 2 and "'3.8' is not a kafka version the harness runs (one of 3.9, 3.9-kraft, 4.1)" \
         in res.output
     assert not list(tmp_path.iterdir())
@@ -199,8 +199,8 @@ def test_a_single_version_is_still_the_catalogue(files):
 def test_dry_run_lists_the_jobs_and_runs_nothing(files, tmp_path, monkeypatch):
     monkeypatch.setenv(store.RESULTS_ENV, str(tmp_path / "results"))
     monkeypatch.setattr(batch.pipeline, "Run", lambda *a, **k: pytest.fail("a dry run runs nothing"))
-    res = CliRunner().invoke(main, ["matrix", "--dry-run", "--versions", "rabbitmq=3.10,4.0",
-                                    "--versions", "kafka=3.9,4.1", *map(str, files)])
+    res = CliRunner().invoke(main, ["batch", "--matrix", "--plan", "--version", "rabbitmq=3.10,4.0",
+                                    "--version", "kafka=3.9,4.1", *map(str, files)])
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert lines[0] == "5 run(s), in the order they would run (1 per scenario and version):"
@@ -329,12 +329,12 @@ def test_the_batchs_tables_name_each_rows_version_when_there_are_several():
 
 # ---- end to end, with a fake run loop ------------------------------------------------------------
 
-ARGS = ["--versions", "rabbitmq=3.10,4.0", "--versions", "kafka=3.9,4.1"]
+ARGS = ["--version", "rabbitmq=3.10,4.0", "--version", "kafka=3.9,4.1"]
 
 
 def test_the_command_end_to_end(fake_runs, files, tmp_path):
     StoredRun.plan = {("Q90-quorum", "4.0", 0): {"lost": 4, "unavailable": 7.5}}
-    res = CliRunner().invoke(main, ["matrix", *ARGS, *map(str, files)])
+    res = CliRunner().invoke(main, ["batch", "--matrix", *ARGS, *map(str, files)])
     assert exit_of(res) == EXIT_INVALID, res.output              # Q90 on 4.0 lost: a finding
     assert sorted(StoredRun.ran) == [("K90-kafka", "3.9", 0), ("Q90-quorum", "3.10", 0), ("Q90-quorum", "4.0", 0),
                                    ("R90-mirrored", "3.10", 0)]
@@ -370,21 +370,22 @@ def test_the_command_end_to_end(fake_runs, files, tmp_path):
     doc = tmp_path / "doc.md"
     doc.write_text("# x\n<!-- table:versions -->\n<!-- /table:versions -->\ntail\n")
     pub = tmp_path / "published"
-    res = CliRunner().invoke(main, ["doc-table", str(out), "--into", str(doc), "--name", "versions", "--matrix",
+    res = CliRunner().invoke(main, ["docs", "table", "matrix", str(out), "--into", str(doc), "--name", "versions",
                                     "--only", "Q90,R90", "--batches", str(pub)])
     assert res.exit_code == 0, res.output
     text = doc.read_text()
     copy = pub / out.resolve().name  # the committed copy the table names (the batch, not its link), runs by id
     # the present scenario files are a source too: they say which runs are superseded (harness.identity)
-    assert (f"`mqchaos doc-table {copy} --matrix --only Q90,R90` from {copy / 'matrix.json'} scenarios/*.yaml; "
+    assert (f"`mqchaos docs table matrix {copy} --only Q90,R90` from {copy / 'matrix.json'} scenarios/*.yaml; "
             "do not edit -->") in text
     assert "/report.md" not in (copy / "matrix.json").read_text() and (copy / "summary.json").is_file()
     assert "| Q90 | Q90-quorum |" in text and "K90" not in text
     assert "](" not in text and text.endswith("<!-- /table:versions -->\ntail\n")
-    res = CliRunner().invoke(main, ["doc-table", str(fake_runs), "--into", str(doc), "--name", "versions", "--matrix"])
+    res = CliRunner().invoke(main, ["docs", "table", "matrix", str(fake_runs), "--into", str(doc),
+                                    "--name", "versions"])
     assert exit_of(res) != 0 and "not a matrix batch" in res.output
     dirs = [str(p.parent) for p in fake_runs.glob("*/2*/run.json")]
-    res = CliRunner().invoke(main, ["matrix", "--from-runs", *dirs])
+    res = CliRunner().invoke(main, ["batch", "--matrix", "--from-runs", *dirs])
     assert res.exit_code == 0, res.output
     again = json.loads((fake_runs / "matrix" / "latest" / "matrix.json").read_text())
     states = {(t["broker"], r["scenario"], v): c["state"] for t in again["tables"] for r in t["rows"]
@@ -393,12 +394,13 @@ def test_the_command_end_to_end(fake_runs, files, tmp_path):
 
 
 def test_all_held_but_a_not_applicable_cell_exits_2(fake_runs, files):
-    res = CliRunner().invoke(main, ["matrix", "--versions", "rabbitmq=3.10,4.0", "--only", "R90",
+    res = CliRunner().invoke(main, ["batch", "--matrix", "--version", "rabbitmq=3.10,4.0", "--only", "R90",
                                     *map(str, files)])
     assert res.exit_code == EXIT_UNKNOWN, res.output
     m = json.loads((fake_runs / "matrix" / "latest" / "matrix.json").read_text())
     assert [t["broker"] for t in m["tables"]] == ["rabbitmq"]
-    res = CliRunner().invoke(main, ["matrix", "--versions", "rabbitmq=3.10", "--only", "R90", *map(str, files)])
+    res = CliRunner().invoke(main, ["batch", "--matrix", "--version", "rabbitmq=3.10", "--only", "R90",
+                                    *map(str, files)])
     assert res.exit_code == EXIT_VALID, res.output
 
 
@@ -406,8 +408,8 @@ def test_repeats_aggregate_and_a_harness_error_is_not_a_decided_run(fake_runs, f
     StoredRun.plan = {("Q90-quorum", "4.0", 1): {"lost": 2, "held": False, "unavailable": 9.0},
                     ("Q90-quorum", "4.0", 2): {"harness_error": True},
                     ("Q90-quorum", "3.10", 1): {"unavailable": 4.5}}
-    res = CliRunner().invoke(main, ["matrix", "--versions", "rabbitmq=3.10,4.0", "--only", "Q90", "--repeat", "3",
-                                    "--retries", "0", *map(str, files)])
+    res = CliRunner().invoke(main, ["batch", "--matrix", "--version", "rabbitmq=3.10,4.0", "--only", "Q90",
+                                    "--repeat", "3", "--retries", "0", *map(str, files)])
     assert exit_of(res) == EXIT_INVALID, res.output
     m = json.loads((fake_runs / "matrix" / "latest" / "matrix.json").read_text())
     assert m["repeat"] == 3

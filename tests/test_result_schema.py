@@ -78,8 +78,8 @@ def test_the_ordering_names_are_one_definition():
 
     assert results.ORDERINGS == A.ORDERINGS == ORDERINGS
     assert typing.get_args(spec.BaseScenario.model_fields["ordering"].annotation) == ORDERINGS
-    for name in ("check", "analyze"):
-        opt = next(p for p in main.commands[name].params if p.name == "ordering")
+    for cmd in (main.commands["check"].commands["runs"], main.commands["summarize"]):
+        opt = next(p for p in cmd.params if p.name == "ordering")
         assert tuple(opt.type.choices) == ORDERINGS
     # nowhere else in the code are they spelled out
     literal = re.compile(r"""["']none["'],\s*["']fifo["'],\s*["']monotonic["'],\s*["']strict["']""")
