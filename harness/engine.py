@@ -67,7 +67,7 @@ def compose_cmd() -> list[str]:
         return ["docker", "compose"]
     if shutil.which("docker-compose"):
         return ["docker-compose"]
-    raise RuntimeError("no compose implementation: run `mqchaos engine` (installs docker-compose)")
+    raise RuntimeError("no compose implementation: run `mqchaos cluster engine` (installs docker-compose)")
 
 
 def start_dockerd() -> None:

@@ -407,7 +407,7 @@ class Run:
             try:
                 self.nemesis.heal(wait=False)
             except Exception as e:  # noqa: BLE001
-                log.error("heal failed: %s; run `mqchaos heal`", e)
+                log.error("heal failed: %s; run `mqchaos cluster heal`", e)
                 self.info["heal_error"] = str(e)
         self.clients.join()
         self.info.update(self.clients.record())

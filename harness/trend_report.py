@@ -139,7 +139,7 @@ def write_summary(out: Path, runs: list[dict], by_version: list[dict], by_day: l
     unreadable = [(r["run_dir"], r["error"]) for r in runs if r["category"] == "unreadable"]
     harness = [(r["run_dir"], r["error"] or "") for r in runs if r["category"] == "harness_error"]
     problems = errors + unreadable
-    title = "mqchaos analyze"
+    title = "mqchaos summarize"
     intro = (f"{meta['runs_found']} run(s) found, {meta['runs_checked']} checked in one Spark job "
              f"({meta['master']}, {meta['seconds']} s), {meta['harness_errors']} harness error(s), "
              f"{meta['incomplete']} incomplete, {len(problems)} error(s); generated {meta['generated_at']}.")
@@ -167,7 +167,7 @@ def write_summary(out: Path, runs: list[dict], by_version: list[dict], by_day: l
                                 for p, e in items) + "</ul>"
 
     page = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>mqchaos analyze</title><style>",
+        "<!doctype html><html><head><meta charset='utf-8'><title>mqchaos summarize</title><style>",
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:13px}",
         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td:first-child{text-align:left}",
         "th{background:#eee}img{max-width:100%}</style></head><body>",

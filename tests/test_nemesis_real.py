@@ -185,7 +185,7 @@ class TestRabbit:
                          "- {at: 0, fault: pause, targets: rabbit1}\n")
 
         def start(run_dir: Path) -> subprocess.Popen:
-            proc = subprocess.Popen([*MQCHAOS, "nemesis", "rabbitmq", str(sched), "--run-dir",
+            proc = subprocess.Popen([*MQCHAOS, "cluster", "nemesis", "rabbitmq", str(sched), "--run-dir",
                                      str(run_dir), "--hold", "120"], cwd=ROOT,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             wait_until(lambda: rabbit.paused("rabbit1") and (run_dir / STATE_FILE).exists()
@@ -201,7 +201,7 @@ class TestRabbit:
         assert proc.returncode != 0 or "healed" in out, out
         assert_clean(rabbit)
         assert not (run1 / STATE_FILE).exists()
-        subprocess.run([*MQCHAOS, "heal", "rabbitmq"], cwd=ROOT, check=True, timeout=400)
+        subprocess.run([*MQCHAOS, "cluster", "heal", "rabbitmq"], cwd=ROOT, check=True, timeout=400)
         assert_clean(rabbit)
 
         # SIGKILL: nothing runs; the state file tells `mqchaos heal` what to undo and record
@@ -211,7 +211,7 @@ class TestRabbit:
         proc.communicate(timeout=30)
         assert rabbit.paused("rabbit1") and net.project_rules(rabbit, "rabbit3") > 0
         t0 = time.monotonic()
-        out = subprocess.run([*MQCHAOS, "heal", "--run-dir", str(run2), "rabbitmq"], cwd=ROOT,
+        out = subprocess.run([*MQCHAOS, "cluster", "heal", "--run-dir", str(run2), "rabbitmq"], cwd=ROOT,
                              capture_output=True, text=True, timeout=400)
         record("rabbitmq_heal_after_sigkill_s", round(time.monotonic() - t0, 1))
         assert out.returncode == 0, out.stdout + out.stderr

@@ -70,7 +70,7 @@ def test_sigkill_mid_partition_is_undecided_and_never_unexpected(tmp_path):
         wait_until(in_flight, 90, "a publish waiting 0.5 s for its confirm", 0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
-        healed = _cli("heal", "all", env=env)
+        healed = _cli("cluster", "heal", "all", env=env)
         assert healed.returncode == 0, healed.stdout + healed.stderr
         assert "undid and recorded 1 active fault" in healed.stdout
         checked = _cli("check", str(run_dir), env=env)
