@@ -140,12 +140,12 @@ class FakeRabbit:
         return {n: "exit 1: BOOT FAILED" for n, s in self.state.items() if s == "dead"}
 
 
-# ---- a KRaft cluster over a fake docker exec and a fake AdminClient (tests/test_kraft.py)
+# ---- a KRaft cluster over a fake docker exec and a fake AdminClient (harness/brokers/kafka/tests/test_kraft.py)
 
 class FakeAdmin:
     """list_topics as confluent-kafka answers it: brokers by id, partitions by id, and the
-    broker that answered (every broker with the same view here: tests/test_kafka_views.py
-    gives them different ones)."""
+    broker that answered (every broker with the same view here:
+    harness/brokers/kafka/tests/test_kafka_views.py gives them different ones)."""
 
     def __init__(self, brokers: list[int], partitions: dict[str, list[tuple[int, int, list[int], list[int]]]]):
         self.brokers, self.parts = brokers, partitions
@@ -184,7 +184,7 @@ def fake_kraft(monkeypatch, states: dict[str, str | None], admin: FakeAdmin, ver
     return c
 
 
-# ---- RabbitMQ's clients and observation against fakes (tests/test_rmq4_rows.py) ------------
+# ---- RabbitMQ's clients and observation against fakes (harness/brokers/rabbitmq/tests/test_rmq4_rows.py)
 
 class FakeWriter:
     """A history writer keeping its records in memory."""

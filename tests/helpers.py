@@ -1,7 +1,8 @@
 """What several test modules share that is no fake (those are in tests/fakes.py): the figures
 the Spark checker and the independent reference (tests/reference.py) must agree on, a results
-tree written as the run loop leaves it, and a command's exit code as CliRunner gives it
-(``exit_of``). Tests import it (``import helpers``), never each other."""
+tree written as the run loop leaves it, a command's exit code as CliRunner gives it
+(``exit_of``), and the product's source files the scans of the code read (``product_sources``).
+Tests import it (``import helpers``), never each other."""
 from __future__ import annotations
 
 import json
@@ -38,6 +39,15 @@ def agree(got: dict, ref: dict):
         assert got[k] == ref[k], (k, got[k], ref[k])
     for k, ids in ref["samples"].items():
         assert got["samples"][k] == ids, k
+
+
+def product_sources(root: Path, packages) -> list[Path]:
+    """The Python files of ``packages`` under ``root``, sorted, without the tests kept beside a
+    broker plug-in (harness/brokers/<broker>/tests/, issue 53): what the scans of the product's
+    code read (the size rules, the store's file names, who parses a schedule, the loggers, the
+    entry points, the statuses and orderings spelled out)."""
+    return [p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))
+            if "tests" not in p.relative_to(root).parts]
 
 
 def write_results_run(results: Path, scenario: str, started_at: str, produce, consume, *,

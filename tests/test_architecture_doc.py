@@ -23,6 +23,7 @@ import pytest
 
 import harness
 from harness import store
+from helpers import product_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "architecture.md"
@@ -213,8 +214,8 @@ def literal_names(source: str, path: str) -> list[tuple[str, str, str, int]]:
 
 
 def modules() -> list[tuple[str, str]]:
-    return [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
-            for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))]
+    """The product's modules (a plug-in's own tests, harness/brokers/<broker>/tests/, are tests)."""
+    return [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in product_sources(ROOT, PACKAGES)]
 
 
 def store_name_copies(sources: list[tuple[str, str]]) -> tuple[list[str], set[tuple]]:

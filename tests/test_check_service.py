@@ -112,6 +112,11 @@ def test_the_code_digest_follows_the_sources(tmp_path):
     assert cs.code_digest(tmp_path) == first
     (tmp_path / "checkers" / "a.py").write_text("x = 2\n")
     assert cs.code_digest(tmp_path) != first
+    # a broker plug-in's own tests are no code a check runs
+    second = cs.code_digest(tmp_path)
+    (tmp_path / "harness" / "brokers" / "kafka" / "tests").mkdir(parents=True)
+    (tmp_path / "harness" / "brokers" / "kafka" / "tests" / "test_a.py").write_text("def test_a():\n    pass\n")
+    assert cs.code_digest(tmp_path) == second
 
 
 def test_check_prints_each_run_s_verdict_once_worded(tmp_path, monkeypatch, capsys):

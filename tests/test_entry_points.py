@@ -18,6 +18,7 @@ from harness import check_service, store
 from harness.cli import main
 from harness.util import entry_point
 from harness.verdicts import EXIT_INVALID, EXIT_UNKNOWN
+from helpers import product_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 # runs inside the broker containers on their python3 (stdlib and fusepy only): no harness there
@@ -84,13 +85,12 @@ def test_the_console_entry_exits_2_on_an_uncaught_exception(tmp_path):
 
 
 def main_blocks() -> dict[str, ast.If]:
-    """Every `if __name__ == "__main__":` block of the project's Python, by file."""
+    """Every `if __name__ == "__main__":` block of the project's Python (not its tests), by file."""
     found = {}
-    for pkg in ("harness", "checkers", "nemesis", "bench"):
-        for p in sorted((ROOT / pkg).rglob("*.py")):
-            for node in ast.parse(p.read_text(encoding="utf-8")).body:
-                if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
-                    found[str(p.relative_to(ROOT))] = node
+    for p in product_sources(ROOT, ("harness", "checkers", "nemesis", "bench")):
+        for node in ast.parse(p.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+                found[str(p.relative_to(ROOT))] = node
     return found
 
 

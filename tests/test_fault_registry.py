@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.scenario import ScenarioError, parse
+from helpers import product_sources
 from nemesis import faults as F
 from nemesis import kinds
 from nemesis import scheduler
@@ -143,7 +144,7 @@ def test_the_schedule_is_parsed_once_by_the_loader(monkeypatch):
     scheduler.Scheduler(stub, threading.Event()).run(sc.steps)
     assert stub.applied == list(sc.steps)
     # only the scenario loader (and a hand-run schedule's own reader) parse schedules
-    parsers = [p.relative_to(ROOT).as_posix() for p in (*ROOT.glob("harness/**/*.py"), *ROOT.glob("nemesis/*.py"))
+    parsers = [p.relative_to(ROOT).as_posix() for p in (*product_sources(ROOT, ["harness"]), *ROOT.glob("nemesis/*.py"))
                if any(isinstance(n, ast.ImportFrom) and n.module == "nemesis.schedule"
                       and any(a.name == "parse" for a in n.names) for n in ast.walk(ast.parse(p.read_text())))]
     assert sorted(parsers) == ["harness/scenario.py", "nemesis/scheduler.py"]

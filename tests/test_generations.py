@@ -342,7 +342,7 @@ def test_mqchaos_up_checks_the_version_before_touching_docker(monkeypatch):
     assert cluster_cli._image_versions(["rabbitmq", "kafka"], ()) == {"rabbitmq": ["4.3"], "kafka": ["3.9"]}
 
 
-# ---- Kafka in KRaft mode: the pure parts (the cluster: tests/test_kraft.py) ----------------------
+# ---- Kafka in KRaft mode: the pure parts (the cluster: harness/brokers/kafka/tests/test_kraft.py) ---
 
 def _props(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))

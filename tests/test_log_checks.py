@@ -11,7 +11,7 @@ from checkers.history import open_runs
 
 pytestmark = pytest.mark.spark
 
-# the figures of a history without replica logs (lost-on-node's are None: tests/test_segments.py)
+# the figures of a history without replica logs (lost-on-node's are None: harness/brokers/kafka/tests/test_segments.py)
 FIGURES = tuple(k for k in L.FIGURES if k not in L.NEED_REPLICAS)
 # what each plant shows as (the split's parts are figures of their own)
 FIGURE = {k: k for k in synth.LOG_PLANTS}

@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 
 from harness.util import LOGGERS, log_prefix, setup_logging
+from helpers import product_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 LEVELS = {"debug", "info", "warning", "error", "critical", "exception"}
 
 
 def _modules() -> list[Path]:
-    return sorted(p for pkg in ("harness", "nemesis") for p in (ROOT / pkg).rglob("*.py"))
+    """The product's modules (a plug-in's own tests, harness/brokers/<broker>/tests/, are tests)."""
+    return sorted(product_sources(ROOT, ("harness", "nemesis")))
 
 
 def _binds_logger(tree: ast.Module) -> bool:

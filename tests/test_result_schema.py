@@ -16,6 +16,7 @@ import pytest
 from harness import expect, results, rows as R
 from harness.results import CheckResult, Row
 from harness.verdicts import RUN_STATUSES, UNDRAINED_LOSS, RunStatus, undecided
+from helpers import product_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,8 +84,8 @@ def test_the_ordering_names_are_one_definition():
         assert tuple(opt.type.choices) == ORDERINGS
     # nowhere else in the code are they spelled out
     literal = re.compile(r"""["']none["'],\s*["']fifo["'],\s*["']monotonic["'],\s*["']strict["']""")
-    spelled = [str(p.relative_to(ROOT)) for pkg in ("harness", "checkers", "nemesis")
-               for p in (ROOT / pkg).rglob("*.py") if literal.search(p.read_text())]
+    spelled = [str(p.relative_to(ROOT)) for p in product_sources(ROOT, ("harness", "checkers", "nemesis"))
+               if literal.search(p.read_text())]
     assert spelled == ["harness/results.py"]
 
 
@@ -208,7 +209,7 @@ def _status_literals(path: Path) -> set[str]:
 
 
 def test_every_status_written_is_a_run_status():
-    written = set().union(*(_status_literals(p) for pkg in ("harness", "checkers") for p in (ROOT / pkg).rglob("*.py")))
+    written = set().union(*(_status_literals(p) for p in product_sources(ROOT, ("harness", "checkers"))))
     assert written <= RUN_STATUSES, written - RUN_STATUSES
     assert {s.value for s in RunStatus} == set(RUN_STATUSES)
     assert json.dumps([RunStatus.COMPLETED]) == '["completed"]' and f"{RunStatus.NOT_RUN}" == "not run"

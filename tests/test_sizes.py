@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 from harness.store import ROOT
+from helpers import product_sources
 
 PACKAGES = ("harness", "nemesis", "checkers", "bench")
 LIMITS = {"class": 300, "function": 60}
@@ -39,10 +40,11 @@ def over(found: dict[str, tuple[str, int]]) -> dict[str, int]:
 
 
 def project_sizes() -> dict[str, tuple[str, int]]:
+    """The product's code: a plug-in's own tests (harness/brokers/<broker>/tests/) are left out,
+    as tests/ is."""
     out = {}
-    for pkg in PACKAGES:
-        for p in sorted((ROOT / pkg).rglob("*.py")):
-            out.update(sizes(p.read_text(), str(p.relative_to(ROOT))))
+    for p in product_sources(ROOT, PACKAGES):
+        out.update(sizes(p.read_text(), str(p.relative_to(ROOT))))
     return out
 
 

@@ -21,7 +21,7 @@ from harness.brokers.rabbitmq.cluster import RabbitCluster
 from harness.history import RunClock
 from harness.scenario import ScenarioError, load, parse
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[4]  # the repository (this file: harness/brokers/<broker>/tests/)
 RABBIT = brokers.get("rabbitmq")
 
 

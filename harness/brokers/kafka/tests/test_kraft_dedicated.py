@@ -20,7 +20,7 @@ from harness.scenario import load, parse
 from nemesis import grudge as g
 from nemesis.targets import grudge_for, resolve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[4]  # the repository (this file: harness/brokers/<broker>/tests/)
 KAFKA = brokers.get("kafka")
 BROKERS = ["kafka1", "kafka2", "kafka3"]
 CTRLS = ["ctrl1", "ctrl2", "ctrl3"]

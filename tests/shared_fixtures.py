@@ -1,10 +1,12 @@
+"""The fixtures every test directory shares: tests/ and each broker plug-in's own tests
+(harness/brokers/<broker>/tests/, issue 53). The repository's conftest.py loads this module as
+a plug-in (``pytest_plugins``), so each fixture is defined once, whichever directory asks for
+it; tests/ is on the path by pyproject.toml's ``pythonpath``."""
 import os
-import sys
 
 import pytest
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-sys.path.insert(0, os.path.dirname(__file__))
 
 # the fakes' fixtures, for every test module (tests/fakes.py)
 from fakes import fake_batch, fake_runs  # noqa: E402,F401

@@ -25,7 +25,7 @@ from nemesis import faults, net
 from nemesis import grudge as g
 from nemesis.targets import TargetError, resolve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[4]  # the repository (this file: harness/brokers/<broker>/tests/)
 KAFKA = brokers.get("kafka")
 NODES = ["kafka1", "kafka2", "kafka3"]
 

@@ -19,7 +19,7 @@ from harness.history import RunClock
 from harness.scenario import ScenarioError, load, parse
 from nemesis.core import Nemesis
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[4]  # the repository (this file: harness/brokers/<broker>/tests/)
 ZK_KEYS = ("zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms")
 
 
