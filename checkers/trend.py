@@ -1,6 +1,6 @@
-"""The Spark side of `mqchaos analyze`: one Spark job over many runs, the trend rows.
+"""The Spark side of `mqchaos summarize` (once `mqchaos analyze`): one Spark job over many runs, the trend rows.
 
-    mqchaos analyze results/ [--master URL] [--out DIR]
+    mqchaos summarize results/ [--master URL] [--out DIR]
     spark-submit --master spark://127.0.0.1:7077 harness/trend_report.py results/ --out DIR
 
 Every run's figures come from the checker itself (`checkers.check.check_runs`,

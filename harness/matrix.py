@@ -1,8 +1,8 @@
-"""The version matrix (``mqchaos matrix``): a batch's rows (``harness.rows``, one per run)
+"""The version matrix (``mqchaos batch --matrix``): a batch's rows (``harness.rows``, one per run)
 folded into one comparison table per broker, scenario by version.
 
     results/matrix/<timestamp>/matrix.json   the table as data: what later tools read
-                                             (``mqchaos doc-table --matrix``)
+                                             (``mqchaos docs table matrix``)
                                matrix.md, matrix.html
     beside the batch's own summary.{json,md,txt}, junit.xml, index.html: the runs one by one
 
@@ -14,7 +14,7 @@ decided run with lost > 0.
 - One run: its confirmed, lost, duplicated and unavailable seconds, and its verdict.
 - Several (``--repeat N``): the share of decided runs with loss with its 95 % Wilson score
   interval (``harness.measures.wilson``), decided / total, the median and p99 of the decided
-  runs' unavailable seconds (linear interpolation, as ``mqchaos analyze``), the verdicts
+  runs' unavailable seconds (linear interpolation, as ``mqchaos summarize``), the verdicts
   counted.
 - "not applicable": the version lacks the claim (no cluster was brought up); "refused at
   load": the version refuses the scenario outright (e.g. a setting the version does not boot with).

@@ -4,7 +4,7 @@ Two typed dicts, declared once, from which every key table derives:
 
 - ``CheckResult``: the checker's result for one run (``checkers.check.check_runs``, written as
   check.json). ``COUNT_FIELDS`` (its ``Counts``), the quantities an ``expect:`` may name
-  (``judged``: ``harness.expect.CHECKER_KEYS``) and ``mqchaos analyze``'s per-run figures
+  (``judged``: ``harness.expect.CHECKER_KEYS``) and ``mqchaos summarize``'s per-run figures
   (``checkers.trend.RUN_FIELDS``, by each key's type) are read off it.
 - ``Row``: one run of a batch (summary.json, the tables, JUnit, matrix.json). The keys a
   published copy keeps (``harness.rows.COMPACT_KEYS``) are those marked ``Published``, in

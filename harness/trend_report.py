@@ -1,7 +1,7 @@
-"""`mqchaos analyze`'s summary: the trend rows of many runs (checkers.trend, one Spark job)
+"""`mqchaos summarize`'s summary (Jepsen's test-all summary; once `mqchaos analyze`): the trend rows of many runs (checkers.trend, one Spark job)
 as Markdown, HTML, JSON and plots; and the command itself.
 
-    mqchaos analyze results/ [--master URL] [--out DIR]
+    mqchaos summarize results/ [--master URL] [--out DIR]
     spark-submit --master spark://127.0.0.1:7077 harness/trend_report.py results/ --out DIR
 
 What it writes into --out (default results/analysis/<UTC timestamp>/), beside the

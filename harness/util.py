@@ -1,5 +1,11 @@
-"""Small helpers shared by the harness: bounded waiting, command running, logging set-up, and
-every entry point's exit on a harness error (``entry_point``)."""
+"""Small helpers shared by the harness: bounded waiting (``wait_until``), command running
+(``run``), the background CPU priority (``background_priority``), logging set-up, and every
+entry point's exit on a harness error (``entry_point``).
+
+Every module logs through its own ``logging.getLogger(__name__)``; each process entry point
+calls ``setup_logging`` once (stderr, lines prefixed by ``LOG_PREFIXES``, e.g. ``[run]``) and
+runs inside ``entry_point``: the ``mqchaos`` group (harness.cli._Main) and every ``__main__``
+but nemesis/lazyfs.py, which runs in the containers."""
 from __future__ import annotations
 
 import contextlib

@@ -14,7 +14,7 @@ Use::
 ``nem.end(fault)`` lifts it. Every fault is one line of ``<run_dir>/nemesis.jsonl``, written
 when it ends (``t_end`` is null only for a fault still active when the nemesis is closed
 without a heal). While faults are active, ``<run_dir>/nemesis-state.json`` holds them in
-full, so ``mqchaos heal --run-dir`` can undo them after the harness died.
+full, so ``mqchaos cluster heal --run-dir`` can undo them after the harness died.
 
 This module keeps the records, the state file and the public API; running a schedule is
 nemesis/scheduler.py's, healing and the harness's own recovery steps nemesis/recovery.py's,

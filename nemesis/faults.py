@@ -1,7 +1,7 @@
 """Faults: each is planned (targets resolved, rules computed: a ``Fault`` record that says
 exactly what will be done and how to undo it) and then executed. The plan is saved in the
 state file *before* any side effect, so a harness killed mid-fault leaves enough behind for
-``mqchaos heal`` to undo it.
+``mqchaos cluster heal`` to undo it.
 
 ``FAULT_TYPES`` is the one registry of fault kinds (Jepsen's nemesis/combined.clj packages:
 a fault, what lifts it and what it needs travel as one value), assembled here from the

@@ -4,7 +4,8 @@ A grudge maps a node to the set of nodes whose packets it drops (Jepsen's conven
 ``{b: {a}}`` means every packet a sends to b is dropped, and nothing b sends to a is. A
 *symmetric* grudge (``b in grudge[a]`` whenever ``a in grudge[b]``) cuts each of its links both
 ways; every builder returns one except ``one_way``, which drops one direction only (seed 003
-cuts "rabbit1 -> rabbit3" alone).
+cuts "rabbit1 -> rabbit3" alone: R11/R11b, ``{one_way: [A, B]}``; a partition's record says
+which way in ``details.one_way`` and the sides of the cut in ``details.sides``).
 
 Applying a grudge (nemesis/net.py) drops each dropped direction a -> b at both ends: on b's
 INPUT from a and on a's OUTPUT to b. So a cut holds even if one end's rules are lost (a node

@@ -23,7 +23,7 @@ from harness.verdicts import EXIT_UNKNOWN
 from harness.windows import line_time
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "architecture.md"
+DOC = ROOT / "docs" / "plugins.md"
 SECTION = "## Adding a broker: the plug-in checklist"
 ITEM = re.compile(r"^\d+\. \*\*(P\d+)\b", re.M)
 

@@ -1,7 +1,15 @@
 """A batch's jobs: which scenarios run (``select``: files, --only, and in a matrix each
 scenario once per version), how many times, in what order (``plan``, ``interleave``), and
-the files or versions that did not load (``Bad``). Nothing here runs anything: a dry run
-(``mqchaos matrix --dry-run``) reads only this."""
+the files or versions that did not load (``Bad``). Nothing here runs anything: a plan
+(``mqchaos batch --plan``) reads only this.
+
+``plan`` puts first the runs whose claim the version lacks (not applicable: no cluster), then
+``interleave``s the rest so that consecutive runs use different brokers wherever possible
+(one compose project per broker: the same broker's next run comes up once the previous one is
+down). In a matrix each file is loaded once per version of its broker (``--version``, which
+overrides the scenario's ``version:``: the one rule, harness.brokers.generations); a version
+that refuses the file at load time is a ``Bad`` (a "refused at load" row, status
+``refused``)."""
 from __future__ import annotations
 
 import copy

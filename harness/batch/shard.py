@@ -1,7 +1,9 @@
-"""A catalogue split across machines (``mqchaos catalogue --shard I/N``): every scenario goes
+"""A catalogue split across machines (``mqchaos batch --shard I/N``): every scenario goes
 to exactly one of N shards, the shards' expected wall times as even as the rows allow, and
 the split the same on every machine that has the same files and published batches (no
-clock, no randomness). The shards' summaries become one with ``mqchaos catalogue --merge``.
+clock, no randomness). The shards' summaries become one with ``mqchaos batch --merge``
+(``same_rows``: the merged shards against one batch); ``budget`` is the catalogue's wall time
+per number of machines (``mqchaos docs table budget``).
 
 A row's expected wall time is its newest published run's (docs/batches/*/summary.json,
 ``seconds``: the median of that batch's runs of it); a row never published counts as the

@@ -4,7 +4,7 @@ version, and the images they are built into.
 A plug-in names its generations (``Broker.generations``); ``choose_version`` is the only
 place the precedence ``--version`` > scenario > environment > default is written, and
 ``image_ref`` the only place an image's tag is made from a generation (the cluster's
-compose variables and ``mqchaos images`` must agree on it).
+compose variables and ``mqchaos cluster images`` must agree on it).
 """
 from __future__ import annotations
 

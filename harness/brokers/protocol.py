@@ -27,7 +27,7 @@ observation        ``Broker.sample`` (each second, during the run) and ``Broker.
                    (pure, afterwards); the scenario model's ``measurement_names`` (what
                    ``expect:`` may name)
 probes             ``Broker.probes(ctx)``: extra measurements some rows need
-image              ``Broker.image``: how ``mqchaos images`` builds it
+image              ``Broker.image``: how ``mqchaos cluster images`` builds it
                    (``harness.brokers.generations``)
 =================  =========================================================================
 

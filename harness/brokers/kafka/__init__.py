@@ -2,7 +2,29 @@
 KRaft mode (3.9-kraft, 4.1: each node also a controller voter, or the controllers apart), from
 the jars on Maven Central; confluent-kafka clients (a producer per scenario's acks, a reader in
 the drain). Each version's topology is a cluster class of its own (``cluster_class``), whose
-components give its operation families (``operations``)."""
+components give its operation families (``operations``).
+
+The plug-in checklist's items (docs/plugins.md), module by module:
+
+    P1-P4, P9-P15     this module (``Kafka``): declare, clients, the drain (a live reader's gaps
+                      are the checker's ``read_gaps``; then ``final_read``: ``read_then_gone``;
+                      each replica's log from its segments, ``capture_replicas``), sample, measure
+    P5                config.py (``KafkaConfig``), values.py (ConfigDef's values)
+    P6-P7             generations.py (3.9, 3.9-kraft, 4.1); the jars (pom.xml / pom-4.xml) from
+                      Maven Central; kraft.py (KRaft's pure parts, compose/kafka-kraft.yml)
+    P8, P16-P17       cluster.py (``KafkaCluster``, ``ZooKeeperCluster``: compose/kafka.yml),
+                      kraft_cluster.py (``KRaftCluster``), services.py, zookeeper.py, quorum.py,
+                      controllers.py, migration.py; nodes.py (ids, ports)
+    P18-P19           harness.brokers.containers / compose (every ``ComposeCluster``)
+    P20               roles.py (what needs ZooKeeper is refused on KRaft at load: ``absent_targets``)
+    P21-P23           whole.py (replication restored), cluster.py (the readers by mode)
+    P24               clients.py (a producer per acks, ``KafkaReader``), txn.py (transactions,
+                      the consume-transform-produce processors)
+    P25               model.py (``KafkaScenario``: a claim about one metadata mode, ``metadata:``,
+                      is not applicable on the other)
+    P26               probes.py (leaders' spread, K11; ``fetches``, K17), observe.py, adminclient.py
+    P28               operations.py
+"""
 from __future__ import annotations
 
 import logging

@@ -1,7 +1,11 @@
 """Kafka observation: each second, the partition's leader and ISR and the controller with its
 epoch (ZooKeeper's record, or in KRaft mode the active controller's broker's metadata and the
-nodes' quorum state: kraft_cluster.py), every broker's own view beside them, the ELR where
-the version has one; afterwards, the leader changes, ISR shrinks and log truncations."""
+nodes' quorum state: kraft_cluster.py; no view without a quorum leader, no leader epoch
+there), every broker's own view beside them (``views``, each from a client pinned to that
+broker), the ELR where the version has one (4.1: kafka-topics, in the background, rarely);
+afterwards, the leader changes, ISR shrinks and log truncations, two brokers each naming
+itself the leader (``split_brain_s``: K19) and how long a returning broker took to catch up
+from the nodes' states and the ISR (``catch_up_s``: K20a/b)."""
 from __future__ import annotations
 
 import re

@@ -1,8 +1,10 @@
 """The compose services a Kafka cluster adds to its compose file's: the brokers beyond three
-(kafka4, kafka5: ``BrokerNodes``) and the dedicated controllers (ctrl1..3:
-``controllers.ControllerNodes``), each node a copy of the file's kafka3 (its own name, data
-volume, address) in an override file of its own, which a dead run's heal, in another process,
-reads back: the override is the record of the topology brought up."""
+(kafka4, kafka5: ``BrokerNodes``, with ``cluster.brokers``: claim 60; rendered into
+``ComposeCluster.size_override``, each with its own published port) and the dedicated
+controllers (ctrl1..3: ``controllers.ControllerNodes``), each node a copy of the file's kafka3
+(its own name, data volume, address) in an override file of its own, which a dead run's heal,
+in another process, reads back: the override is the record of the topology brought up (every
+broker list comes from ``KafkaCluster.brokers()``, which reads it)."""
 from __future__ import annotations
 
 import copy

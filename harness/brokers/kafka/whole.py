@@ -1,6 +1,8 @@
 """When a Kafka cluster is whole again after the faults were lifted (issue 52, item 3): the
-metadata quorum serves, every broker is registered (a ZooKeeper ephemeral node / an
-unfenced registration), and replication is restored: every partition of the run's topics
+metadata quorum serves (ZooKeeper's, or a raft leader a majority of the nodes' quorum-state
+files agree on), every broker is registered (a ZooKeeper ephemeral node under /brokers/ids /
+an unfenced registration in the Admin metadata; a restarted KRaft broker once its own log
+says it was unfenced), and replication is restored: every partition of the run's topics
 has a leader and its full ISR again (the ISR equals the replica set). A broker that is
 registered but still fetching its way back into the ISR is not yet whole: the run's
 decision window (harness.windows ``effect``) ends only once it is back, so what the rejoin

@@ -1,5 +1,23 @@
 """The RabbitMQ plug-in: three nodes (rabbit1..3) from Debian's rabbitmq-server, classic
-mirrored and quorum queues and streams, pika clients with publisher confirms."""
+mirrored and quorum queues and streams, pika clients with publisher confirms.
+
+The plug-in checklist's items (docs/plugins.md), module by module:
+
+    P1-P4, P9           this module (``RabbitMQ``: one cluster class for every version)
+    P5                  cluster.py (``RabbitConfig``), values.py (rabbitmq.conf's schema, policies,
+                        queue arguments)
+    P6-P7               generations.py (3.10, 4.0, 4.3), compose/rabbitmq/ (Debian's packages)
+    P8, P16-P17         cluster.py (``RabbitCluster``), nodes.py, ctl.py, mgmt.py
+    P18-P19             harness.brokers.containers / compose (every ``ComposeCluster``)
+    P20                 queues.py (``queue_master``, ``queue_mirrors`` ...)
+    P21-P23             recovery.py (a stale partition's stop_app / start_app, a wiped node
+                        forgotten, a failed boot)
+    P10-P13, P24        workload.py (declare, prefill, drain, links), clients.py
+    P14-P15             observe.py (``sample``, ``measure``: this module's delegate to it)
+    P25                 model.py (queues, streams, poison messages, dead-lettering, sites, links)
+    P26                 probes.py, load_probes.py, perftest.py
+    P28                 operations.py (``COMPONENTS``)
+"""
 from __future__ import annotations
 
 import re

@@ -2,7 +2,14 @@
 run's own clients start, each into queues of its own through clients of its own:
 throughput by mirror policy (R13, ``ThroughputProbe``) and blocking synchronisation by queue
 size and sync mode (R6, ``SyncProbe``); and the pure functions that turn their runs into
-measurements. ``harness.brokers.rabbitmq.probes.RabbitProbes`` starts them."""
+measurements. ``harness.brokers.rabbitmq.probes.RabbitProbes`` starts them.
+
+The throughput probe runs our clients or RabbitMQ PerfTest (perftest.py, its jars from Maven
+Central on first use) and varies, beside the policy: ``persistent`` and ``via`` (the node
+the publishers connect to: R13p, R13r), ``queue_type``, ``backlog`` (messages queued before
+the measurement), ``consumers`` (draining it meanwhile), ``vs`` (the policy a ratio is taken
+against: Q9) and ``rate`` (a publisher's own rate); every cell's confirm latency percentiles
+(``confirm_latency``, ``latency_measures``: R47)."""
 from __future__ import annotations
 
 import threading

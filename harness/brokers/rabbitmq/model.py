@@ -1,4 +1,32 @@
-"""What a RabbitMQ scenario may say: its queue, its workload options, its probes."""
+"""What a RabbitMQ scenario may say: its queue, its workload options, its probes, its sites
+and link.
+
+- Streams (``queue.type: stream``, 3.9+: every version here; issue 16: S1): declared durable
+  with ``x-queue-type: stream`` (``QueueSpec.declare_arguments``), three replicas (the default
+  initial cluster size: every node, so a consumer failing over finds the local replica it
+  reads). What AMQP 0.9.1 refuses of a stream (single active consumer, auto-ack, prefetch 0)
+  is refused at load, and so are more than one consumer (each would get every message) and
+  retention (it moves the first offset). The consumer and the drain: clients.py, workload.py.
+- Poison messages (``workload.poison: {every, give_up_after}``, quorum queues; D1, D1b, D2:
+  ``Poison``): every Nth message of a producer is marked; the delivery limit in force
+  (``delivery_limit``) and the returns it counts (``reject_limit``: 3.x and 4.0 count every
+  return, 4.3 only failed deliveries, which a basic.reject is and a basic.nack is not:
+  ``poison.method``; generations.py's ``NACK_COUNTS``).
+- Dead-lettering (``queue.dead_letter``, ``DeadLetter``): a fanout exchange and a quorum queue,
+  at-least-once with ``x-overflow: reject-publish``.
+- Sites (``cluster.sites``): separate clusters on one network (each node renders
+  ``rabbitmq.<node>.conf``, which compose/rabbitmq/entrypoint.sh picks; health per site);
+  without a link the first site is the cluster under test and the clients use only it (R32's
+  two-node cluster: ``RabbitScenario.client_nodes`` / ``queue_sites``).
+- ``link:`` (``LinkSpec``): a dynamic shovel, a federated queue (optionally one downstream
+  cluster per node; ``downstream_type``: blue-green) or a federated exchange from the upstream
+  cluster to the downstream one(s), declared by ``workload.link``; producers upstream,
+  consumers downstream. A federated exchange's upstream may keep a queue of its own, read by
+  no one, whose depth after the heal is ``upstream_queue_messages`` (F3), or the exchanges
+  may federate each other (``bidirectional``, ``LinkSpec.sources``: every node's clients, a
+  queue in each cluster; ``missing_at_a_site`` counts confirmed messages a cluster never
+  delivered: F4).
+"""
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal

@@ -1,6 +1,11 @@
 """RabbitMQ observation: each second, the queue's master / leader (a quorum queue's or a
-stream's) and its mirrors / members; afterwards,
-what partition handling did (from the logs) and through which node deliveries came."""
+stream's) and its mirrors / members, the one more than half of the nodes name, or the one
+every answering node names, else none (``majority_view``); afterwards, what partition
+handling did (from the logs: paused nodes, autoheal losers), a mirrored queue's
+synchronisation from its start to complete on the master's own log (``sync_durations``:
+R38), the nodes whose connections the broker closed under the publishers
+(``CONNECTION_FORCED`` with their in-flight messages: ``forced_close_nodes``) and through
+which node deliveries came."""
 from __future__ import annotations
 
 import re

@@ -1,5 +1,8 @@
-"""RabbitMQ probes: queue masters' spread (R12), where deliveries come from (Q5), metadata
-writes under a partition (R7q-R11q); and, started from here, the probes with a load of their
+"""RabbitMQ probes: queue masters' spread (R12), where deliveries come from (Q5: links),
+metadata writes under a partition (R7q-R11q: during the cut a client of each node declares a
+queue of its own, answered or refused, kept or lost after the heal, where its master and
+mirrors were right after; optionally under a policy of the probe's own, exclusive: R45,
+R46); and, started from here, the probes with a load of their
 own during the setup (harness.brokers.rabbitmq.load_probes): throughput by mirror policy
 (R13), blocking synchronisation by queue size and sync mode (R6)."""
 from __future__ import annotations
