@@ -1,6 +1,6 @@
-"""A broker plug-in written from docs/architecture.md's checklist ("Adding a broker: the
+"""A broker plug-in written from docs/plugins.md's checklist ("Adding a broker: the
 plug-in checklist") alone: three in-memory nodes, one queue held by the ``leader`` node, no
-Docker. ``CHECKLIST`` says which part of it implements which item (P1 ... P27);
+Docker. ``CHECKLIST`` says which part of it implements which item (P1 ... P28);
 tests/test_plugin_checklist.py registers it for a test (``PLUGINS``: the entry P2 adds to
 ``harness.brokers.PLUGINS``) and runs a partition through the nemesis and the run loop.
 
@@ -554,7 +554,7 @@ class FakeBroker(Broker):
 
 PLUGIN = FakeBroker()
 
-# Which part of this plug-in implements each item of the checklist (docs/architecture.md):
+# Which part of this plug-in implements each item of the checklist (docs/plugins.md):
 # "Owner.attribute" (Owner: a class here, or "module" for this module's own names).
 CHECKLIST: dict[str, tuple[str, ...]] = {
     "P1": ("module.PLUGIN",),

@@ -169,6 +169,13 @@ def test_every_path_and_dotted_name_in_the_doc_exists():
     assert missing(doc_text()) == []
 
 
+def test_every_path_and_dotted_name_in_the_plugin_checklist_exists():
+    text = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
+    paths, dotted = written_names(text)
+    assert len(paths) > 10 and len(dotted) > 10
+    assert missing(text) == []
+
+
 def test_a_name_that_does_not_exist_is_found():
     text = doc_text()
     planted = text + "\n`harness/nowhere.py`, `checkers/spark/`, `harness.runner.Run.no_such`, " \

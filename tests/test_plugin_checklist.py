@@ -1,4 +1,4 @@
-"""A new broker plug-in's checklist (docs/architecture.md, "Adding a broker: the plug-in
+"""A new broker plug-in's checklist (docs/plugins.md, "Adding a broker: the plug-in
 checklist") is complete (issue 35): tests/fake_plugin.py, written from that checklist alone
 (in-memory nodes, no Docker), survives a partition through the nemesis and the run loop; and
 every checklist item has its part in the fake, every part of the protocols its item."""
@@ -49,7 +49,7 @@ expect:
 def checklist() -> dict[str, str]:
     """{item id: its text} of the checklist section."""
     text = DOC.read_text(encoding="utf-8")
-    assert SECTION in text, f"docs/architecture.md has no section {SECTION!r}"
+    assert SECTION in text, f"docs/plugins.md has no section {SECTION!r}"
     body = text.split(SECTION, 1)[1]
     body = re.split(r"^#{1,3} ", body, maxsplit=1, flags=re.M)[0]
     starts = list(ITEM.finditer(body))

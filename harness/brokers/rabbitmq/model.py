@@ -93,7 +93,7 @@ class DeadLetter(Strict):
 
 class QueueSpec(Strict):
     name: str = "mqchaos"
-    # stream: an append-only log (3.9+), read by offset (docs/architecture.md, "Streams")
+    # stream: an append-only log (3.9+), read by offset (this module's docstring)
     type: Literal["classic", "mirrored", "quorum", "stream"] = "quorum"
     # Policy definition for mirrored queues: ha-mode, ha-params, ha-sync-mode,
     # ha-promote-on-failure, ha-promote-on-shutdown, ...
