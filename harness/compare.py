@@ -47,7 +47,7 @@ class Comparison(Strict):
     def _claims(cls, v: list[int]) -> list[int]:
         bad = [c for c in v if not 1 <= c <= SEED_CLAIMS]
         if bad:
-            raise ValueError(f"{bad} are no item of SEED-CLAIMS.md (1 to {SEED_CLAIMS})")
+            raise ValueError(f"{bad} are no item of docs/sources/SEED-CLAIMS.md (1 to {SEED_CLAIMS})")
         return v
 
     @field_validator("expect")

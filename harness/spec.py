@@ -56,7 +56,9 @@ class Timing(Strict):
     heal_timeout: float = Field(180, gt=0)
 
 
-SEED_CLAIMS = 76  # the items of ../shared/SEED-CLAIMS.md (read 2026-11-25)
+# the items of docs/sources/SEED-CLAIMS.md (vendored from ../shared, read 2026-11-25; harness.claims
+# parses it, and tests/test_atlas.py holds that it has this many)
+SEED_CLAIMS = 76
 
 
 class BaseScenario(Strict):
@@ -86,7 +88,7 @@ class BaseScenario(Strict):
     # Quantities the source makes no claim about, measured and shown in the row beside the
     # verdict (no prediction: they decide nothing)
     measure: list[str] = Field(default_factory=list)
-    # The seed claims this row asserts, by their number in ../shared/SEED-CLAIMS.md (issue 37:
+    # The seed claims this row asserts, by their number in docs/sources/SEED-CLAIMS.md (issue 37:
     # docs/seeds.md's claim table is generated from these and the committed batches)
     claims: list[int] = Field(default_factory=list)
     # A row the source does not describe, built to be read against another (issue 52): the id
@@ -98,7 +100,7 @@ class BaseScenario(Strict):
     def _claims_are_seed_items(self):
         bad = [c for c in self.claims if not 1 <= c <= SEED_CLAIMS]
         if bad:
-            raise ValueError(f"claims: {bad} are no item of SEED-CLAIMS.md (1 to {SEED_CLAIMS})")
+            raise ValueError(f"claims: {bad} are no item of docs/sources/SEED-CLAIMS.md (1 to {SEED_CLAIMS})")
         if self.control_of and self.claims:
             raise ValueError(f"claims: a control (control_of: {self.control_of}) asserts no seed claim")
         return self

@@ -9,7 +9,7 @@ from harness import expect, judge
 from harness.scenario import ScenarioError, load, parse
 
 SCENARIOS = sorted((Path(__file__).parent.parent / "scenarios").glob("*.yaml"))
-SCENARIOS_MD = Path(__file__).parent.parent.parent / "shared" / "SCENARIOS.md"
+SCENARIOS_MD = Path(__file__).parent.parent / "docs" / "sources" / "SCENARIOS.md"  # ../shared's, vendored
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
