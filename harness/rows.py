@@ -11,6 +11,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from checkers.trend import broker_version
 from harness import expect, identity, store, windows
+from harness.claims import claim as seed_claim
 from harness.identity import Catalogue
 from harness.measures import wilson
 from harness.results import PUBLISHED_KEYS, ROW_FIGURES, CheckResult, Row
@@ -235,15 +236,16 @@ def tally_lines(rows: list[Row], cat: Catalogue | None = None) -> list[str]:
 
 
 # ---- the seed claims (issue 37: docs/seeds.md) -----------------------------------------------
-# Which seed each SEED-CLAIMS.md item quotes (its sections, in order: the last item of each)
-CLAIM_SEEDS = ((21, "000 (RabbitMQ mirroring, partitions)"), (42, "001 (mirrored-queue guide)"),
-               (61, "002 (Kafka replication)"), (72, "003 (clustering, federation, partitions)"),
-               (76, "004 (quorum-queue local delivery)"))
+# The claim table's words for each seed; which seed an item of SEED-CLAIMS.md quotes is its
+# section's (harness.claims: the repository's copy, docs/sources/SEED-CLAIMS.md)
+CLAIM_SEEDS = {"000": "000 (RabbitMQ mirroring, partitions)", "001": "001 (mirrored-queue guide)",
+               "002": "002 (Kafka replication)", "003": "003 (clustering, federation, partitions)",
+               "004": "004 (quorum-queue local delivery)"}
 CLAIMS_HEAD = ["claim", "seed", "row(s) asserting it", "verdicts so far (held k of n decided runs)"]
 
 
 def claim_seed(n: int) -> str:
-    return next(seed for last, seed in CLAIM_SEEDS if n <= last)
+    return CLAIM_SEEDS[seed_claim(n).seed_id]
 
 
 def prediction_text(expect: dict | None, require: dict | None) -> str:
