@@ -56,11 +56,17 @@ def write_index(root: Path) -> Path:
     links = "".join(f'<li><a href="{b.relative_to(root)}/index.html">{b.parent.name} {b.name}</a></li>'
                     for b in batches)
     page = page.replace("<h1>", f"<h2>Batches</h2><ul>{links or '<li>none</li>'}</ul><h1>", 1)
+    if (root / "atlas" / "index.html").is_file():  # harness.atlas: a page per seed claim and row x version
+        page = page.replace("<h2>Batches</h2>", '<p><a href="atlas/index.html">The atlas</a>: what the runs found, '
+                            "claim by claim (the published runs and the runs here)</p><h2>Batches</h2>", 1)
     (root / "index.html").write_text(page)
     return root / "index.html"
 
 
 def serve(root: Path, port: int = 8000) -> None:
+    from harness import atlas
+
+    atlas.write_served(root, run_rows(root))
     write_index(root)
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:

@@ -1,5 +1,6 @@
 """`mqchaos docs`: the documents' generated parts. `mqchaos docs table MODE DIR --into DOC
---name NAME` writes one table (harness.doctables: what each mode derives and from what)."""
+--name NAME` writes one table (harness.doctables: what each mode derives and from what);
+`mqchaos docs atlas` writes the atlas (harness.atlas: a page per seed claim and row x version)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -124,3 +125,27 @@ def explore_table(published, doc, name):
     """PUBLISHED holds explore records (docs/batches/explore-*.json, `mqchaos explore`): one
     row per explored run."""
     write("explore", published, doc, name)
+
+
+@docs.command("atlas", short_help="The atlas: a page per seed claim and per row x version.")
+@click.option("--from", "source", type=click.Path(exists=True, file_okay=False), default=None,
+              help="The published batches (default: the repository's docs/batches).")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Where the pages go (default: docs/atlas; with --html, the results root's atlas/).")
+@click.option("--html", is_flag=True, help="HTML pages (for CI and a browser) instead of Markdown.")
+@click.option("--reports", type=click.Path(file_okay=False), default=None,
+              help="With --html: the results root whose runs' reports are linked (default: the results root).")
+@click.option("--repo-url", default=None,
+              help="With --html: the URL the repository's files are linked under (default: named, not linked).")
+def atlas_command(source, out, html, reports, repo_url):
+    """One generated page per seed claim (quoted from docs/sources/) and per row x version, and
+    an index, from the evidence alone: the published runs, counted per digest and version
+    (only a file's present encoding counts; older ones are shown apart). Exit 0, or 2 when the
+    evidence is missing."""
+    from harness import atlas
+
+    try:
+        click.echo(atlas.generate(source and Path(source), out and Path(out), html, reports and Path(reports),
+                                  repo_url))
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
