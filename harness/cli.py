@@ -189,13 +189,28 @@ def _batch_versions(values: tuple[str, ...], as_matrix: bool):
                    "(with --matrix: tabulate them).")
 @click.option("--merge", "merge_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="Run nothing: merge these batch directories (later ones win) into one summary.")
+@click.option("--until-decided", is_flag=True,
+              help="Repeat the rows until each is decided (harness/decided.py) or --cap / --budget ends: "
+                   "undecided rows first, then mixed ones, fewest decided runs first (harness/batch/until.py); "
+                   "decisions.json and a decisions section in the summary.")
+@click.option("--cap", type=click.IntRange(1, 1000), default=None,
+              help="With --until-decided: runs per row and version at most (default 10).")
+@click.option("--budget", type=click.FloatRange(0), default=None, metavar="SECONDS",
+              help="With --until-decided: wall time; a run is not started when less is left than its row's "
+                   "published wall time.")
+@click.option("--evidence", type=click.Path(file_okay=False), default=None,
+              help="With --until-decided: published batches whose decided runs count (default docs/batches).")
+@click.option("--resume", type=click.Path(exists=True, file_okay=False), default=None, metavar="BATCH_DIR",
+              help="Continue a stopped --until-decided batch where it stopped (its own files, rows and options).")
 def batch(scenario_files, only, versions, as_matrix, repeat, retries, in_order, keep_cluster, kind, master, text,
-          shard, show_plan, from_runs, merge_dirs):
+          shard, show_plan, from_runs, merge_dirs, until_decided, cap, budget, evidence, resume):
     """Run many scenarios (default the catalogue, scenarios/*.yaml) as one batch: one run's
     workload at a time, the next cluster coming up and the last one's check beside it,
     brokers interleaved; summary.{md,json,txt} and junit.xml under results/<kind>/<timestamp>/.
     A claim a version lacks is a "not applicable" row (no cluster), a scenario a version
     refuses at load a "refused at load" one. Without running: --plan, --from-runs, --merge.
+    --until-decided (--cap, --budget, --evidence; --resume DIR): the rows again and again until
+    each is decided (harness/batch/until.py, harness/decided.py).
     Exit 0 every run held / valid, 1 a prediction did not hold or anomalies, else 2: a run
     undecided, a harness error, a not-applicable or refused row (merged by
     harness/verdicts.py: any 1 makes 1, else any 2 makes 2)."""
@@ -214,6 +229,13 @@ def batch(scenario_files, only, versions, as_matrix, repeat, retries, in_order, 
     if show_plan:
         _print_plan(selected, repeat, files, not in_order, chosen, shard)
         sys.exit(0)
+    if until_decided or resume:
+        from harness.batch.until import Ask, run_until_decided
+
+        ask = Ask([str(f) for f in files] if files else None, selected, chosen or None, not in_order,
+                  evidence=evidence or Ask.evidence, retries=retries)
+        sys.exit(run_until_decided(None if resume else ask, resume and Path(resume), master=master,
+                                   keep_cluster=keep_cluster, cap=cap, budget_s=budget))
     sys.exit(run_batch(selected, repeat, files, kind=kind, retries=retries, master=master, keep_cluster=keep_cluster,
                        sort=not in_order, table=table, versions=chosen, matrix=as_matrix, shard=shard))
 

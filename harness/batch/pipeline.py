@@ -149,6 +149,29 @@ def run_one(sc: Scenario, repeat: int, results: Path | None, retries: int = 1,
     return e
 
 
+def run_jobs(jobs: list[tuple[Scenario, int, int]], pipeline: Pipeline | None, entries: list[Entry],
+             results: Path | None, retries: int = 1, keep_cluster: bool = False, kind: str = "catalogue",
+             repeat: int = 1, may_start=None) -> bool:
+    """Run ``jobs`` (scenario, repeat, position in the table) in order through ``pipeline``,
+    appending each one's ``Entry`` to ``entries`` as it ends; ``may_start(sc, repeat)``, if
+    given, is asked first and a job it refuses is left out. True when interrupted (Ctrl-C,
+    SIGTERM, or a run that was): the run under way then has no entry."""
+    try:
+        for k, (sc, rep, pos) in enumerate(jobs):
+            if may_start is not None and not may_start(sc, rep):
+                continue
+            log.info("%s: %s (%s %s, repeat %d/%d, %d/%d)", kind, sc.name, sc.broker, sc.version, rep + 1, repeat, k + 1, len(jobs))
+            pipeline.next = jobs[k + 1][:2] if k + 1 < len(jobs) else None
+            entries.append(run_one(sc, rep, results, retries, keep_cluster, pipeline))
+            entries[-1].position = pos
+            if entries[-1].status == RunStatus.INTERRUPTED:  # the run healed and kept its history
+                raise Interrupted()
+    except (KeyboardInterrupt, Interrupted):
+        log.warning("%s interrupted: checking and summarising the runs so far", kind)
+        return True
+    return False
+
+
 def _matrix_versions(versions: Versions | None) -> dict[str, list[str]]:
     return {k: v if isinstance(v, list) else [v] for k, v in (versions or {}).items()}
 
@@ -177,18 +200,7 @@ def run_batch(only: list[str] | None = None, repeat: int = 1, files: list[Path] 
     pipeline = Pipeline(results, keep_cluster, checker) if checker else None
     # SIGTERM (a CI time limit) ends the batch like Ctrl-C: what ran is still summarised.
     prev = signal.signal(signal.SIGTERM, _interrupted)
-    interrupted = False
-    try:
-        for k, (sc, rep, pos) in enumerate(jobs):
-            log.info("%s: %s (%s %s, repeat %d/%d, %d/%d)", kind, sc.name, sc.broker, sc.version, rep + 1, repeat, k + 1, len(jobs))
-            pipeline.next = jobs[k + 1][:2] if k + 1 < len(jobs) else None
-            entries.append(run_one(sc, rep, results, retries, keep_cluster, pipeline))
-            entries[-1].position = pos
-            if entries[-1].status == RunStatus.INTERRUPTED:  # the run healed and kept its history
-                raise Interrupted()
-    except (KeyboardInterrupt, Interrupted):
-        interrupted = True
-        log.warning("%s interrupted: checking and summarising the runs so far", kind)
+    interrupted = run_jobs(jobs, pipeline, entries, results, retries, keep_cluster, kind, repeat)
     try:  # Ctrl-C again during the checks still leaves a summary (without their verdicts)
         if pipeline:
             pipeline.close()

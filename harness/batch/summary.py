@@ -81,6 +81,25 @@ def write_outputs(rows: list[Row], invalid: list[Bad] | list[tuple[str, str]], o
         M.write(rows, out, title, matrix)
 
 
+DECISIONS_JSON = "decisions.json"
+DECISION_HEAD = ["id", "scenario", "version", "prediction", "decision", "held k of n decided runs (95 % Wilson interval)",
+                 "runs here", "stopped", "why"]
+
+
+def write_decisions(out: Path, decisions: list[dict]) -> None:
+    """Each row's decision (harness.decided: ``Decision.as_dict`` and why it stopped, from
+    ``mqchaos batch --until-decided``) in decisions.json and in a section of summary.md and
+    summary.txt (after ``write_outputs``)."""
+    (out / DECISIONS_JSON).write_text(json.dumps(decisions, indent=1) + "\n")
+    cells = [[d["id"] or "-", d["scenario"], d["version"], d["kind"], d["state"], d["text"], str(d["runs_here"]),
+              R.md_cell(d["stopped"]), R.md_cell(d["why"])] for d in decisions]
+    with (out / "summary.md").open("a") as f:
+        f.write("\n## Decisions (harness.decided)\n\n" + "\n".join(R.md_table(DECISION_HEAD, cells)) + "\n")
+    with (out / "summary.txt").open("a") as f:
+        f.write("\nDecisions:\n" + "".join(f"{d['scenario']} @ {d['version']}: {d['state']}, {d['text']}; "
+                                            f"{d['stopped']}; {d['why']}\n" for d in decisions))
+
+
 def rows_from_runs(run_dirs: list[Path]) -> list[Row]:
     """Summary rows rebuilt offline from run directories (run.json + check.json), e.g. when
     a catalogue was interrupted before its summary: per scenario and repeat, the last
