@@ -129,14 +129,41 @@ matrix: engine
 # whose harness failed is retried once and reported as an error, never as a finding.
 # NIGHTLY_SHARD=I/N runs shard I of N (harness/batch/shard.py), and `make nightly-merge
 # NIGHTLY_MERGE="dir ..."` makes the shards' summaries one (the nightly workflow's last job).
+# A whole night (no shard) is then appended to the evidence store (below), whatever its
+# verdicts; the exit code stays the batch's.
 NIGHTLY_REPEAT ?= 1
 NIGHTLY_SHARD ?=
 nightly: images
-	$(MQCHAOS) batch --kind nightly --repeat $(NIGHTLY_REPEAT) $(if $(NIGHTLY_SHARD),--shard $(NIGHTLY_SHARD))
+	$(MQCHAOS) batch --kind nightly --repeat $(NIGHTLY_REPEAT) $(if $(NIGHTLY_SHARD),--shard $(NIGHTLY_SHARD)); \
+	code=$$?; $(if $(NIGHTLY_SHARD),,$(EVIDENCE_APPEND) || code=2;) exit $$code
 
 .PHONY: nightly-merge
 nightly-merge: venv
 	$(MQCHAOS) batch --kind nightly $(foreach d,$(NIGHTLY_MERGE),--merge $(d))
+
+# The evidence kept across nights (harness/evidence.py, docs/nightly.md): one JSONL file per
+# night in EVIDENCE_STORE (default results/evidence/; in CI a checkout of the `evidence`
+# branch). `make evidence-append` appends a batch's rows (EVIDENCE_BATCH, default the newest
+# nightly; a run already there is not added again) as the night EVIDENCE_NIGHT (default the
+# date its first run started); `make evidence-report` reports over the whole store into
+# EVIDENCE_OUT (per row and version k of n, flips, flaky, stale rows; with EVIDENCE_JUNIT=batch
+# dir, that batch's JUnit with its flaky rows marked); `make evidence-backfill` adds every
+# published run of docs/batches.
+EVIDENCE_STORE ?=
+EVIDENCE_BATCH ?= results/nightly/latest
+EVIDENCE_NIGHT ?=
+EVIDENCE_OUT ?=
+EVIDENCE_JUNIT ?=
+.PHONY: evidence-append evidence-report evidence-backfill
+EVIDENCE_APPEND = $(MQCHAOS) evidence append $(EVIDENCE_BATCH) $(if $(EVIDENCE_NIGHT),--night $(EVIDENCE_NIGHT)) $(if $(EVIDENCE_STORE),--store $(EVIDENCE_STORE))
+evidence-append: venv
+	$(EVIDENCE_APPEND)
+
+evidence-report: venv
+	$(MQCHAOS) evidence report $(if $(EVIDENCE_STORE),--store $(EVIDENCE_STORE)) $(if $(EVIDENCE_OUT),--out $(EVIDENCE_OUT)) $(if $(EVIDENCE_JUNIT),--junit $(EVIDENCE_JUNIT))
+
+evidence-backfill: venv
+	$(MQCHAOS) evidence backfill $(if $(EVIDENCE_STORE),--store $(EVIDENCE_STORE))
 
 # The summary of many runs, Spark over them (`mqchaos summarize`: checkers/trend.py,
 # harness/trend_report.py, docs/nightly.md): every run below SUMMARIZE_RESULTS in one Spark

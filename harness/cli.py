@@ -3,7 +3,7 @@ composes `test`, `analyze`, `test-all` and `serve` (issue 53):
 
     running          run, batch, explore, validate
     reading results  check (`check runs`, `check server start|status|stop`), recheck,
-                     summarize, serve, convert
+                     summarize, evidence append | report | backfill (harness.evidence_cli), serve, convert
     the cluster      cluster engine | images | up | down | status | logs | heal | nemesis
                      (harness.cluster_cli, nemesis.cli)
     the documents    docs table batch | matrix | tally | claims | compare | budget | explore
@@ -25,6 +25,7 @@ import click
 from harness import old_verbs
 from harness.cluster_cli import cluster_group
 from harness.docs_cli import docs
+from harness.evidence_cli import evidence
 from harness.results import ORDERINGS  # stdlib only: no cost to a command that does not check
 from harness.util import entry_point, setup_logging
 from harness.verdicts import EXIT_UNKNOWN, EXIT_VALID
@@ -47,7 +48,7 @@ VERSION = click.option(
 
 # `mqchaos --help` lists the commands by what they are for
 SECTIONS = {"Running": ("run", "batch", "explore", "validate"),
-            "Reading results": ("check", "recheck", "summarize", "serve", "convert"),
+            "Reading results": ("check", "recheck", "summarize", "evidence", "serve", "convert"),
             "The cluster and the documents": ("cluster", "docs")}
 
 
@@ -478,6 +479,7 @@ def convert(run_dirs, master):
 # ---- the cluster, the documents, the old spellings ---------------------------------------------------
 main.add_command(cluster_group)
 main.add_command(docs)
+main.add_command(evidence)
 for command in old_verbs.COMMANDS:
     main.add_command(command)
 

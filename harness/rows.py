@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
@@ -207,6 +208,11 @@ def tally(rows: list[Row], cat: Catalogue | None = None) -> list[dict]:
     return [t for t, _ in _tally(rows, identity.catalogue() if cat is None else cat)]
 
 
+def tally_runs(rows: list[Row], cat: Catalogue | None = None) -> list[tuple[dict, list[Row]]]:
+    """``tally``'s lines, each with its runs' rows (harness.evidence: the nights they ran)."""
+    return _tally(rows, identity.catalogue() if cat is None else cat)
+
+
 def tally_text(t: dict) -> str:
     """``held k of n (95 % CI lo-hi %)`` and the runs that decided nothing; a superseded
     line says so first, with its digest."""
@@ -404,9 +410,11 @@ def relative(path: str, root: Path) -> str:
         return path
 
 
-def junit(rows: list[Row], name: str = "mqchaos-catalogue") -> str:
+def junit(rows: list[Row], name: str = "mqchaos-catalogue", flaky: Callable[[Row], str | None] | None = None) -> str:
     """One testcase per scenario run: a prediction that did not hold is a failure (with the
-    figures), a harness error is an error, an undecided run is skipped."""
+    figures), a harness error is an error, an undecided run is skipped. ``flaky`` (harness.evidence)
+    says why a row's test is flaky at its version, else None: such a row carries a property
+    ``flaky``, and its prediction that did not hold is skipped ("flaky: ..."), not a failure."""
     cases, failures, errors, skipped = [], 0, 0, 0
     versions = several_versions(rows)
     for r in rows:
@@ -416,10 +424,13 @@ def junit(rows: list[Row], name: str = "mqchaos-catalogue") -> str:
                    f"duplicated={r.get('duplicated')} ordering_violations={r.get('ordering_violations')} "
                    f"unavailable_s={r.get('unavailable_s')} measurement={fmt(r.get('measurement'))} "
                    f"predicted={fmt(r.get('expect'))} report={r.get('report')}")
-        body = ""
+        body, why = "", flaky(r) if flaky else None
         if r["harness_error"]:
             errors += 1
             body = f"<error message={quoteattr(str(r.get('reason')))}>{escape(json.dumps(r.get('earlier_attempts')))}</error>"
+        elif r.get("prediction") is False and why:
+            skipped += 1
+            body = f"<skipped message={quoteattr('flaky: ' + why)}/>"
         elif r.get("prediction") is False:
             failures += 1
             body = f"<failure message={quoteattr(str(r.get('reason')))}>{escape(figures)}</failure>"
@@ -427,6 +438,7 @@ def junit(rows: list[Row], name: str = "mqchaos-catalogue") -> str:
             skipped += 1
             body = f"<skipped message={quoteattr(str(r.get('reason')))}/>"
         props = f"<system-out>{escape(figures)}{' (retried after a harness error)' if r['retried'] else ''}</system-out>"
+        props = f'<properties><property name="flaky" value={quoteattr(why)}/></properties>{props}' if why else props
         cases.append(f'  <testcase classname={quoteattr("mqchaos." + (r.get("id") or r["scenario"]))} '
                      f'name={quoteattr(cname)} time="{r.get("seconds") or 0}">{body}{props}</testcase>')
     total = sum(float(r.get("seconds") or 0) for r in rows)
