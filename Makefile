@@ -142,7 +142,7 @@ nightly-merge: venv
 	$(MQCHAOS) batch --kind nightly $(foreach d,$(NIGHTLY_MERGE),--merge $(d))
 
 # The evidence kept across nights (harness/evidence.py, docs/nightly.md): one JSONL file per
-# night in EVIDENCE_STORE (default results/evidence/; in CI a checkout of the `evidence`
+# night in EVIDENCE_STORE (default results/evidence-store/; in CI a checkout of the `evidence`
 # branch). `make evidence-append` appends a batch's rows (EVIDENCE_BATCH, default the newest
 # nightly; a run already there is not added again) as the night EVIDENCE_NIGHT (default the
 # date its first run started); `make evidence-report` reports over the whole store into

@@ -9,7 +9,7 @@ batch's name: its directory's, as ``harness.rows.publish`` would name its copy).
 The store is a directory of JSON Lines files, one per night: ``<night>.jsonl``, one row a
 line, only ever appended to (a night's file is written once by the nightly and grows only
 when a backfill or a re-append brings a run of that night not yet there). On a machine it is
-``results/evidence/`` (``harness.store.evidence_dir``); in CI it is the ``evidence``
+``results/evidence-store/`` (``harness.store.evidence_dir``); in CI it is the ``evidence``
 branch of the repository, checked out beside the tree, appended to and pushed by the nightly
 workflow (.github/workflows/nightly.yml). A run is in the store once: ``append`` leaves out a
 row whose run id (``run_key``) is there already, so appending a batch twice adds nothing.
@@ -47,7 +47,7 @@ REPORT_MD, REPORT_JSON, JUNIT_XML = "evidence.md", "evidence.json", "junit.xml"
 # ---- the store ---------------------------------------------------------------------------------
 
 def store_dir(where: str | os.PathLike | None = None) -> Path:
-    """The store: ``where``, else results/evidence/ (harness.store)."""
+    """The store: ``where``, else results/evidence-store/ (harness.store)."""
     return Path(where) if where else store.evidence_dir()
 
 

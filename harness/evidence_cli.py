@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 STORE = click.option("--store", "where", type=click.Path(file_okay=False), default=None,
-                     help="The store: a directory of <night>.jsonl files (default results/evidence/).")
+                     help="The store: a directory of <night>.jsonl files (default results/evidence-store/).")
 
 
 def _store(where: str | None) -> Path:
@@ -21,7 +21,7 @@ def _store(where: str | None) -> Path:
 def evidence() -> None:
     """The evidence store: every night's published rows (a published row, as
     docs/batches/*/summary.json holds it, with its night and batch), one JSONL file per night,
-    only appended to; results/evidence/ on a machine, the repository's `evidence` branch in CI."""
+    only appended to; results/evidence-store/ on a machine, the repository's `evidence` branch in CI."""
 
 
 @evidence.command("append", short_help="Append a batch's rows to the store (a run already there is not).")

@@ -10,7 +10,7 @@
     results/<scenario>/latest, results/latest  links to the newest run
     results/<kind>/<UTC timestamp>/            one batch (catalogue, suite, nightly)
     results/harness-errors.log                 every command's uncaught exception (``log_harness_error``)
-    results/evidence/<night>.jsonl             the evidence store: every night's published rows (harness.evidence)
+    results/evidence-store/<night>.jsonl             the evidence store: every night's published rows (harness.evidence)
 
 A run is a directory with run.json or history/ (the shallowest: nothing below a run
 is another run). This module is the only one that knows these names; the checkers
@@ -47,7 +47,7 @@ LATEST = "latest"
 # below the results root: every uncaught exception's traceback, the command that raised it
 HARNESS_ERRORS = "harness-errors.log"
 # below the results root: the evidence kept across nights, one JSONL file per night (harness.evidence)
-EVIDENCE = "evidence"
+EVIDENCE = "evidence-store"
 
 _GLOB = re.compile(r"[*?\[]")
 
@@ -60,7 +60,7 @@ def results_root(root: str | os.PathLike | None = None) -> Path:
 
 
 def evidence_dir(root: str | os.PathLike | None = None) -> Path:
-    """results/evidence/: this machine's evidence store (harness.evidence)."""
+    """results/evidence-store/: this machine's evidence store (harness.evidence)."""
     return results_root(root) / EVIDENCE
 
 

@@ -58,7 +58,9 @@ def batches(monkeypatch):
 def test_the_verbs_are_the_groups_of_the_issue():
     shown = {name for name, cmd in main.commands.items() if not cmd.hidden}
     assert shown == {n for names in SECTIONS.values() for n in names} == {
-        "run", "batch", "explore", "validate", "check", "recheck", "summarize", "serve", "convert", "cluster", "docs"}
+        "run", "batch", "explore", "validate", "check", "recheck", "summarize", "evidence", "serve", "convert",
+        "cluster", "docs"}
+    assert set(main.commands["evidence"].commands) == {"append", "report", "backfill"}
     assert set(main.commands["cluster"].commands) == {"engine", "images", "up", "down", "status", "logs", "heal",
                                                       "nemesis"}
     assert set(main.commands["check"].commands) == {"runs", "server"}
