@@ -20,6 +20,19 @@ BATCH_DIR = click.argument("batch_dir", type=click.Path(exists=True, file_okay=F
 PUBLISHED = click.argument("published", type=click.Path(exists=True, file_okay=False))
 
 
+def _options(*decorators):
+    """Several click decorators as one, applied in the order written."""
+    def apply(f):
+        for d in reversed(decorators):
+            f = d(f)
+        return f
+    return apply
+
+
+FROM_BATCH = _options(BATCH_DIR, INTO, NAME, ONLY, AS, BATCHES)  # a table of one batch, published first
+FROM_PUBLISHED = _options(PUBLISHED, INTO, NAME)  # a table over the published batches
+
+
 @click.group(short_help="The documents' generated tables.")
 def docs() -> None:
     """The documents' generated parts: README.md's and docs/'s figures come from committed
@@ -51,24 +64,14 @@ def write(mode: str, directory: str, doc: str, name: str, only: str | None = Non
 
 
 @table.command("batch", short_help="A batch's rows (its summary.json).")
-@BATCH_DIR
-@INTO
-@NAME
-@ONLY
-@AS
-@BATCHES
+@FROM_BATCH
 def batch_table(batch_dir, doc, name, only, as_name, batches):
     """A batch's rows (its summary.json; `mqchaos batch`), one line per run."""
     write("batch", batch_dir, doc, name, only, as_name, batches)
 
 
 @table.command("matrix", short_help="A batch's version matrix (its matrix.json).")
-@BATCH_DIR
-@INTO
-@NAME
-@ONLY
-@AS
-@BATCHES
+@FROM_BATCH
 def matrix_table(batch_dir, doc, name, only, as_name, batches):
     """A batch's version matrix (its matrix.json; `mqchaos batch --matrix`): per broker,
     scenario by version."""
@@ -76,9 +79,7 @@ def matrix_table(batch_dir, doc, name, only, as_name, batches):
 
 
 @table.command("tally", short_help="Held k of n per scenario and version, over published batches.")
-@PUBLISHED
-@INTO
-@NAME
+@FROM_PUBLISHED
 @ONLY
 def tally_table(published, doc, name, only):
     """PUBLISHED holds published batches (docs/batches): per scenario and version, held k of n
@@ -87,9 +88,7 @@ def tally_table(published, doc, name, only):
 
 
 @table.command("claims", short_help="The seed claims and the rows and runs that test each.")
-@PUBLISHED
-@INTO
-@NAME
+@FROM_PUBLISHED
 def claims_table(published, doc, name):
     """PUBLISHED holds published batches: the seed claims (SEED-CLAIMS.md items) one by one,
     the rows whose claims: name each (scenarios/*.yaml) and their runs' tally."""
@@ -97,9 +96,7 @@ def claims_table(published, doc, name):
 
 
 @table.command("compare", short_help="Every comparison, one line per pair of runs.")
-@PUBLISHED
-@INTO
-@NAME
+@FROM_PUBLISHED
 def compare_table(published, doc, name):
     """PUBLISHED holds published batches: every comparison (scenarios/comparisons/*.yaml),
     one line per pair of its sides' runs."""
@@ -107,9 +104,7 @@ def compare_table(published, doc, name):
 
 
 @table.command("budget", short_help="The catalogue's wall time and its shards.")
-@PUBLISHED
-@INTO
-@NAME
+@FROM_PUBLISHED
 def budget_table(published, doc, name):
     """PUBLISHED holds published batches: the catalogue's wall time (each row's newest
     published run, its declared load) and per number of machines its longest shard
@@ -118,9 +113,7 @@ def budget_table(published, doc, name):
 
 
 @table.command("explore", short_help="The explored runs (the published explore records).")
-@PUBLISHED
-@INTO
-@NAME
+@FROM_PUBLISHED
 def explore_table(published, doc, name):
     """PUBLISHED holds explore records (docs/batches/explore-*.json, `mqchaos explore`): one
     row per explored run."""
