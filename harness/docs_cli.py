@@ -130,15 +130,19 @@ def explore_table(published, doc, name):
               help="With --html: the results root whose runs' reports are linked (default: the results root).")
 @click.option("--repo-url", default=None,
               help="With --html: the URL the repository's files are linked under (default: named, not linked).")
-def atlas_command(source, out, html, reports, repo_url):
+@click.option("--evidence", "evidence", type=click.Path(file_okay=False), default=None,
+              help="An evidence store (harness.evidence: one JSONL file per night, e.g. results/evidence-store or "
+                   "a checkout of the evidence branch): its rows too, each run once by its run id (default: none).")
+def atlas_command(source, out, html, reports, repo_url, evidence):
     """One generated page per seed claim (quoted from docs/sources/) and per row x version, and
-    an index, from the evidence alone: the published runs, counted per digest and version
-    (only a file's present encoding counts; older ones are shown apart). Exit 0, or 2 when the
-    evidence is missing."""
+    an index, from the evidence alone: the published runs (and an evidence store's, with
+    --evidence), counted per digest and version (only a file's present encoding counts; older
+    ones are shown apart), each row's decision (harness.decided) and each claim's status at the
+    seeds' versions. Exit 0, or 2 when the evidence is missing."""
     from harness import atlas
 
     try:
         click.echo(atlas.generate(source and Path(source), out and Path(out), html, reports and Path(reports),
-                                  repo_url))
+                                  repo_url, evidence and Path(evidence)))
     except ValueError as e:
         raise click.ClickException(str(e)) from None
