@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 INTO = click.option("--into", "doc", required=True, type=click.Path(exists=True, dir_okay=False),
-                    help="The document (README.md, docs/findings.md) holding the table's markers.")
+                    help="The document (README.md, docs/journal.md) holding the table's markers.")
 NAME = click.option("--name", required=True,
                     help="The table's marker: <!-- table:NAME --> ... <!-- /table:NAME -->.")
 ONLY = click.option("--only", default=None, help="Comma-separated scenario names or ids: those rows only.")

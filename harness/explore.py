@@ -213,7 +213,7 @@ def _data_files(broker: str | None) -> str | None:
     return next(iter(files.kinds()), None) if files else None
 
 
-# ---- the published table (docs/findings.md: `mqchaos doc-table docs/batches --explore`) ----------
+# ---- the published table (docs/journal.md: `mqchaos doc-table docs/batches --explore`) -----------
 TABLE_HEAD = ["base @ version", "seed", "drawn from", "groups", "schedule s", "fault on s", "attempted",
               "acknowledged", "lost", "dup", "order viol.", "unavail. s", "history records", "check s",
               "clients replaced", "verdict", "shortest schedule that still finds it"]

@@ -72,7 +72,7 @@ def heal_or_recover(nem) -> dict | None:
     that do not serve, as the run loop does (Nemesis.restart_stuck), and return that
     as a finding. RabbitMQ 3.10.8 sometimes leaves a node paused by
     pause_minority stopped after the heal (its management agent crashes in
-    rabbit_net:dist_info/4; docs/findings.md, R10/R11), or its boot hung (NodeExitedError,
+    rabbit_net:dist_info/4; docs/journal.md, R10/R11), or its boot hung (NodeExitedError,
     a StopWaiting): a broker fault, not the nemesis's. The nemesis's part (its rules gone) is
     still asserted by the caller. Caught as the run loop does (runner.operator_recovery)."""
     try:
