@@ -32,6 +32,7 @@ from markupsafe import Markup, escape
 from harness import claims as seed_claims
 from harness import decided, identity, store
 from harness import rows as R
+from harness.brokers import SEED_VERSIONS  # the versions the seeds describe (only harness.brokers names a broker)
 from harness.spec import read_yaml
 from harness.verdicts import RunStatus, Word
 
@@ -44,10 +45,6 @@ BY = "mqchaos docs atlas"
 RULE = ("Only runs of a file's present encoding count toward its verdict (their digest, harness.identity, is "
         "the file's now); runs of an older encoding are shown apart as superseded, never pooled. \"held k of n\": "
         "of the n runs that decided (held or did not hold), k held; the interval is k/n's 95 % Wilson interval.")
-# The versions the seeds describe (issue 54): RabbitMQ 3.10 and Kafka 3.9 with ZooKeeper (the
-# generation "3.9"; "3.9-kraft" is KRaft). Each is its plug-in's default generation, so a run
-# that recorded no version asked for ran it (tests/test_atlas.py holds both).
-SEED_VERSIONS = {"rabbitmq": "3.10", "kafka": "3.9"}
 SEEDS_TEXT = "RabbitMQ 3.10, Kafka 3.9 with ZooKeeper"
 CAP = 10       # harness/batch/until.py's default cap on runs per row and version (until.CAP)
 FEWEST = 3     # the issue's bar: a claim rests on at least 3 decided runs of the present encoding ...

@@ -11,6 +11,11 @@ from harness.brokers.protocol import Broker, Cluster, ClusterError, RoleError
 # name -> module holding PLUGIN (imported on first use: a kafka run never loads pika)
 PLUGINS = {"rabbitmq": "harness.brokers.rabbitmq", "kafka": "harness.brokers.kafka"}
 KINDS = tuple(PLUGINS)
+# The versions the seed texts describe (issue 54: the atlas's "at the seeds' versions", harness.atlas):
+# RabbitMQ 3.10 and Kafka 3.9 with ZooKeeper (the generation "3.9"; "3.9-kraft" is KRaft). Each is its
+# plug-in's default generation, so a run that recorded no version asked for ran it (tests/test_atlas.py
+# holds both).
+SEED_VERSIONS = {"rabbitmq": "3.10", "kafka": "3.9"}
 _loaded: dict[str, Broker] = {}
 
 
@@ -35,5 +40,5 @@ def get_cluster(name: str) -> Cluster:
     return plugin.cluster(version=recorded if recorded in plugin.generations else None)
 
 
-__all__ = ["Broker", "Cluster", "ClusterError", "ComposeCluster", "KINDS", "PLUGINS", "RoleError",
+__all__ = ["Broker", "Cluster", "ClusterError", "ComposeCluster", "KINDS", "PLUGINS", "RoleError", "SEED_VERSIONS",
            "get", "get_cluster", "plugins"]
