@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
-from harness import identity, store
+from harness import decided, identity, store
 from harness import rows as R
 from harness.identity import Catalogue
 from harness.verdicts import Word
@@ -196,15 +196,21 @@ def row_key(r: dict) -> tuple:
 
 def _line(t: dict, runs: list[dict]) -> dict:
     nights = by_night(runs)
+    # the rule's decision (harness.decided): a never-claim's one counterexample among clean runs
+    # decides that it did not hold, which is not a flaky line
+    rule = decided.of_tally(t, runs[0].get("expect"), runs[0].get("require")) if runs else None
     return {**t, "version_label": label(t), "verdict": line_verdict(t), "nights": nights,
-            "first_night": min(nights), "last_night": max(nights)}
+            "first_night": min(nights), "last_night": max(nights),
+            "decision": str(rule.state) if rule else None}
 
 
 def flaky(lines: list[dict]) -> list[dict]:
-    """The lines (one test, one version) whose decided runs both held and did not hold."""
+    """The lines (one test, one version) whose decided runs both held and did not hold and
+    which harness.decided's rule leaves undecided (mixed): a never-claim with one counterexample
+    did not hold, a happens-claim with one occurrence held; neither is flaky."""
     out = []
     for t in lines:
-        if t["verdict"] != MIXED:
+        if t["verdict"] != MIXED or t.get("decision") in (decided.State.HELD, decided.State.DID_NOT_HOLD):
             continue
         held_on, failed_on = nights_with(t, Word.HELD), nights_with(t, Word.DID_NOT_HOLD)
         out.append({"kind": FLAKY, "id": t["id"], "scenario": t["scenario"], "digest": t["digest"],

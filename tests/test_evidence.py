@@ -220,3 +220,19 @@ def test_the_workflow_appends_after_the_merge_and_reports_over_the_whole_store()
     # `make nightly` appends a whole night itself; without $(MAKE), so `make -n nightly` runs nothing
     nightly = re.search(r"^nightly:.*\n((?:\t.*\n)+)", make, re.M).group(1)
     assert "$(EVIDENCE_APPEND)" in nightly and "MAKE" not in nightly
+
+
+def test_a_never_claims_counterexample_is_not_flaky_it_did_not_hold(tmp_path):
+    """harness.decided's rule: one counterexample among clean runs decides that a claim that
+    something never happens (Q10: lost 0, unexpected 0) did not hold; the evidence must not call
+    that line flaky (JUnit would then skip the failure), while a race or rate (R9's mixed
+    prediction) with one run each way stays flaky."""
+    never = "Q10-quorum-follower-restart-app"
+    rows = [{**_row(never, NIGHTS[0], True, "3.10", "3.10.8", tmp_path), "night": NIGHTS[0], "run": "a"},
+            {**_row(never, NIGHTS[1], False, "3.10", "3.10.8", tmp_path), "night": NIGHTS[1], "run": "b"},
+            {**_row(FLAKY_ROW, NIGHTS[0], True, "3.10", "3.10.8", tmp_path), "night": NIGHTS[0], "run": "c"},
+            {**_row(FLAKY_ROW, NIGHTS[1], False, "3.10", "3.10.8", tmp_path), "night": NIGHTS[1], "run": "d"}]
+    report = evidence.analyze(rows)
+    assert [f["scenario"] for f in report["flaky"]] == [FLAKY_ROW]
+    (line,) = [t for t in report["lines"] if t["scenario"] == never]
+    assert line["decision"] == Word.DID_NOT_HOLD and line["verdict"] == evidence.MIXED
