@@ -111,10 +111,12 @@ def test_a_fault_that_drops_no_packet_makes_the_run_undecided(tmp_path):
 
 
 def test_main_job_fails_when_a_prediction_does_not_hold(tmp_path):
-    """make test-partition's command on R9 with its prediction made false (lost > 0, where
-    pause_minority loses nothing): the command exits 1 and the table says so."""
+    """make test-partition's command on R9 with its prediction made false (no node paused,
+    where pause_minority pauses the isolated master's node): the command exits 1 and the table
+    says so. (Not a loss prediction: with R9's backlog, a run whose stale partition the harness
+    repaired lost messages confirmed after that repair, so lost is no fixed point.)"""
     r9 = yaml.safe_load((ROOT / "scenarios" / "R9-pause-minority.yaml").read_text())
-    r9["expect"] = {"lost": ">0"}
+    r9["expect"] = {"paused_count": 0}
     r9["timing"] = {"warmup": 3, "duration": 25, "recovery": 5}
     r9["nemesis"] = [{"at": 0, "fault": "partition", "targets": {"isolate": "queue_master"}, "duration": 15}]
     f = tmp_path / "R9-false.yaml"
@@ -125,4 +127,4 @@ def test_main_job_fails_when_a_prediction_does_not_hold(tmp_path):
     assert proc.returncode != 0, proc.stdout[-3000:]
     summary = json.loads((tmp_path / "results" / "suites" / "latest" / "summary.json").read_text())
     assert [r["exit"] for r in summary] == [EXIT_INVALID] and summary[0]["prediction"] is False
-    assert "lost=0 (predicted >0)" in summary[0]["reason"]
+    assert "paused_count=1 (predicted 0)" in summary[0]["reason"]
