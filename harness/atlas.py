@@ -18,7 +18,6 @@ decided nothing; each claim, on its page and in the index, its status at the see
 """
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import re
@@ -80,10 +79,10 @@ HTML = Environment(loader=PackageLoader("harness", "templates"), autoescape=True
 def published_rows(batches: Path = R.DOC_BATCHES) -> list[dict]:
     """Every published run row below ``batches`` (its */summary.json, as harness.doctables
     reads them), each with its batch's name (``batch``): the committed evidence."""
-    files = sorted(Path(batches).glob(f"*/{R.SUMMARY_JSON}"))
-    if not files:
+    found = R.published_batches(batches)
+    if not found:
         raise ValueError(f"{batches}: no published batch (*/{R.SUMMARY_JSON}) below it")
-    return [{**r, "batch": r.get("batch") or f.parent.name} for f in files for r in json.loads(f.read_text())]
+    return [{**r, "batch": r.get("batch") or f.parent.name} for f, rows in found for r in rows]
 
 
 def run_of(r: dict) -> str | None:

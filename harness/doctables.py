@@ -103,10 +103,10 @@ def derive(mode: str, batch_dir: Path, wanted: set[str] | None = None, as_name: 
 
 def _published_batches(batch_dir: Path) -> list[tuple[str, list]]:
     """Each published batch below ``batch_dir`` (docs/batches): its name and its run rows."""
-    files = sorted(batch_dir.glob(f"*/{R.SUMMARY_JSON}"))
-    if not files:
+    found = R.published_batches(batch_dir)
+    if not found:
         raise ValueError(f"{batch_dir}: no published batch (*/{R.SUMMARY_JSON}) below it")
-    return [(f.parent.name, json.loads(f.read_text())) for f in files]
+    return [(f.parent.name, rows) for f, rows in found]
 
 
 def _published_rows(batch_dir: Path) -> list[dict]:

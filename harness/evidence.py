@@ -142,10 +142,7 @@ def backfill(where: str | os.PathLike | None = None, batches: Path = R.DOC_BATCH
     its summary.json too) added to the store, as published, each on the night it ran (from
     its run id, else the batch's name, else the file's date). Idempotent. Returns the rows added."""
     out: list[dict] = []
-    for f in sorted(Path(batches).glob(f"*/{R.SUMMARY_JSON}")):
-        rows = json.loads(f.read_text())
-        if not isinstance(rows, list):
-            continue
+    for f, rows in R.published_batches(batches):
         mtime = datetime.fromtimestamp(f.stat().st_mtime, timezone.utc).strftime("%Y-%m-%d")
         fallback = (NIGHT.match(f.parent.name) or [None, mtime])[1]
         items = []

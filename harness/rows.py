@@ -501,6 +501,19 @@ def index_html(rows: list[Row], out: Path, title: str, started: bool = False,
 # (results/ is the machine's own and is not committed).
 DOC_BATCHES = store.ROOT / "docs" / "batches"
 SUMMARY_JSON, SPLIT_JSON = "summary.json", "split.json"
+
+
+def published_batches(batches: Path = DOC_BATCHES) -> list[tuple[Path, list]]:
+    """Each published batch below ``batches`` (docs/batches), in name order: its summary.json
+    and the runs' rows it holds (a file that holds no list of rows is passed over)."""
+    found = []
+    for f in sorted(Path(batches).glob(f"*/{SUMMARY_JSON}")):
+        rows = json.loads(f.read_text())
+        if isinstance(rows, list):
+            found.append((f, rows))
+    return found
+
+
 NOT_REDERIVABLE = ("not re-derivable: its source was never committed; to be re-published from the next "
                    "catalogue run")
 # what a published row keeps: the figures the tables show and what decided its verdict (the
